@@ -1,0 +1,174 @@
+"""The agent loop: call the model, run the tools it asks for, feed the results back, repeat.
+
+Plain Python behind the protocols of ``agents.runtime.types``. The caller opens and closes
+the run (``run.*`` events and state); the loop records steps, messages and the
+message/tool/usage events in between.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agents.runtime.model_turn import TurnInterrupted, call_model
+from agents.runtime.stop_signal import StopSignal
+from agents.runtime.tool_execution import run_tool_calls, tool_calls_in, tool_result_block
+from agents.runtime.types import (
+    ChatMessage,
+    ModelClient,
+    ModelRequest,
+    ModelResponseCompleted,
+    RunRecorder,
+    StopRequestReason,
+    ToolCallRequested,
+    ToolOutcome,
+    ToolProvider,
+    Usage,
+)
+
+LoopStopReason = Literal[
+    "end_turn", "max_steps", "max_tokens", "cancelled", "timeout", "llm_error", "lease_lost"
+]
+
+# What the model is told about a call the run stopped before it finished.
+STOPPED_TOOL_OUTCOME = ToolOutcome(content="the run stopped before this tool call finished", is_error=True)
+
+
+@dataclass
+class LoopConfig:
+    model: str
+    system_prompt: str
+    max_model_calls: int
+    max_output_tokens: int
+    temperature: float | None
+    max_parallel_tools: int = 4
+    model_timeout_seconds: float = 120.0
+    delta_flush_seconds: float = 0.03
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    stop_reason: LoopStopReason
+    usage: Usage
+    final_text: str
+    error: str | None
+
+
+def run_agent_loop(
+    *,
+    config: LoopConfig,
+    history: list[ChatMessage],
+    model: ModelClient,
+    tools: ToolProvider,
+    recorder: RunRecorder,
+    model_calls_done: int = 0,
+) -> LoopResult:
+    """Run the conversation in ``history`` until the model ends its turn or a limit or stop hits.
+
+    ``model_calls_done`` counts the model calls of this run made before a resume.
+    """
+    loop = _AgentLoop(config, history, model, tools, recorder, model_calls_done)
+    unanswered_calls = unanswered_tool_calls(history)
+    if unanswered_calls and (stop_reason := loop.answer_tool_calls(unanswered_calls)):
+        return loop.finish(stop_reason)
+    while True:
+        if stop_reason := loop.stop.check():
+            return loop.finish(stop_reason)
+        if loop.model_calls_done >= config.max_model_calls:
+            return loop.finish("max_steps")
+        response = loop.call_model()
+        if isinstance(response, TurnInterrupted):
+            return loop.finish(response.reason, error=response.error)
+        if response.stop_reason == "max_tokens":
+            return loop.finish("max_tokens")
+        tool_calls = tool_calls_in(response.content)
+        if not tool_calls:
+            return loop.finish("end_turn")
+        if stop_reason := loop.answer_tool_calls(tool_calls):
+            return loop.finish(stop_reason)
+
+
+def unanswered_tool_calls(history: list[ChatMessage]) -> list[ToolCallRequested]:
+    """The tool calls of a final assistant turn: a run that crashed before recording their results."""
+    if not history or history[-1].role != "assistant":
+        return []
+    return tool_calls_in(history[-1].content)
+
+
+class _AgentLoop:
+    """The state one ``run_agent_loop`` call carries between steps."""
+
+    def __init__(
+        self,
+        config: LoopConfig,
+        history: list[ChatMessage],
+        model: ModelClient,
+        tools: ToolProvider,
+        recorder: RunRecorder,
+        model_calls_done: int,
+    ) -> None:
+        self.config = config
+        self.messages = list(history)
+        self.model = model
+        self.tools = tools
+        self.tool_specs = tools.specs()
+        self.recorder = recorder
+        self.model_calls_done = model_calls_done
+        self.stop = StopSignal(recorder)
+        self.usage = Usage()
+        self.final_text = ""
+
+    def call_model(self) -> ModelResponseCompleted | TurnInterrupted:
+        self.model_calls_done += 1
+        response = call_model(
+            self._model_request(),
+            model=self.model,
+            recorder=self.recorder,
+            stop=self.stop,
+            flush_seconds=self.config.delta_flush_seconds,
+        )
+        self.usage.add(response.usage)
+        if isinstance(response, ModelResponseCompleted):
+            self._record_response(response)
+        return response
+
+    def answer_tool_calls(self, calls: list[ToolCallRequested]) -> StopRequestReason | None:
+        """Run the calls and append their results as one user message, in call order."""
+        batch = run_tool_calls(
+            calls,
+            tools=self.tools,
+            recorder=self.recorder,
+            stop=self.stop,
+            max_parallel=self.config.max_parallel_tools,
+        )
+        if batch.stop_reason == "lease_lost":
+            # Another worker owns the run now and will answer these calls when it resumes.
+            return batch.stop_reason
+        # A stopped run still answers every call, so the transcript stays valid for the next run.
+        outcomes = [batch.outcomes.get(call.id, STOPPED_TOOL_OUTCOME) for call in calls]
+        blocks = [tool_result_block(call.id, outcome) for call, outcome in zip(calls, outcomes, strict=True)]
+        self._append(ChatMessage(role="user", content=blocks))
+        return batch.stop_reason
+
+    def finish(self, stop_reason: LoopStopReason, *, error: str | None = None) -> LoopResult:
+        return LoopResult(stop_reason=stop_reason, usage=self.usage, final_text=self.final_text, error=error)
+
+    def _model_request(self) -> ModelRequest:
+        return ModelRequest(
+            model=self.config.model,
+            system=self.config.system_prompt,
+            messages=list(self.messages),
+            tools=self.tool_specs,
+            max_tokens=self.config.max_output_tokens,
+            temperature=self.config.temperature,
+            timeout_seconds=self.config.model_timeout_seconds,
+        )
+
+    def _record_response(self, response: ModelResponseCompleted) -> None:
+        self.recorder.emit("usage", {"usage": response.usage.as_dict(), "total_usage": self.usage.as_dict()})
+        self._append(ChatMessage(role="assistant", content=response.content), usage=response.usage)
+        self.final_text = "".join(block["text"] for block in response.content if block.get("type") == "text")
+
+    def _append(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+        self.messages.append(message)
+        self.recorder.append_message(message, usage=usage)

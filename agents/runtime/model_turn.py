@@ -1,0 +1,85 @@
+"""One model call of the loop: a step, the streamed message events, and how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agents.runtime.coalescer import DeltaCoalescer
+from agents.runtime.stop_signal import StopSignal
+from agents.runtime.types import (
+    ModelClient,
+    ModelError,
+    ModelRequest,
+    ModelResponseCompleted,
+    ReasoningDelta,
+    RunRecorder,
+    StreamCancelled,
+    TextDelta,
+    Usage,
+)
+
+InterruptionReason = Literal["cancelled", "timeout", "lease_lost", "llm_error"]
+
+
+@dataclass(frozen=True)
+class TurnInterrupted:
+    """A model call that produced no response. ``usage`` holds the tokens spent anyway."""
+
+    reason: InterruptionReason
+    usage: Usage
+    error: str | None = None
+
+
+def call_model(
+    request: ModelRequest,
+    *,
+    model: ModelClient,
+    recorder: RunRecorder,
+    stop: StopSignal,
+    flush_seconds: float,
+) -> ModelResponseCompleted | TurnInterrupted:
+    """Stream one response as ``message.*`` and delta events inside a ``model_call`` step."""
+    step_id = recorder.start_step(
+        kind="model_call", input={"model": request.model, "message_count": len(request.messages)}
+    )
+    recorder.emit("message.started", {"role": "assistant"})
+    coalescer = DeltaCoalescer(recorder.emit, flush_seconds=flush_seconds)
+    try:
+        response = _stream_response(request, model=model, coalescer=coalescer, stop=stop)
+    except StreamCancelled as cancelled:
+        reason = stop.reason or "cancelled"
+        recorder.fail_step(step_id, error=reason)
+        return TurnInterrupted(reason=reason, usage=cancelled.usage)
+    except ModelError as error:
+        recorder.fail_step(step_id, error=str(error))
+        return TurnInterrupted(reason="llm_error", usage=Usage(), error=str(error))
+    recorder.emit("message.completed", {"content": response.content})
+    recorder.complete_step(
+        step_id,
+        output={"content": response.content, "stop_reason": response.stop_reason},
+        usage=response.usage,
+    )
+    return response
+
+
+def _stream_response(
+    request: ModelRequest, *, model: ModelClient, coalescer: DeltaCoalescer, stop: StopSignal
+) -> ModelResponseCompleted:
+    completed: ModelResponseCompleted | None = None
+    try:
+        # Tool calls are read from the completed content, so ToolCallRequested needs no handling.
+        for event in model.stream(request, should_stop=lambda: stop.check() is not None):
+            if isinstance(event, TextDelta):
+                coalescer.add("text.delta", event.text)
+            elif isinstance(event, ReasoningDelta):
+                coalescer.add("reasoning.delta", event.text)
+            elif isinstance(event, ModelResponseCompleted):
+                completed = event
+    finally:
+        coalescer.flush()
+    if completed is None:
+        raise ModelError(
+            "the model stream ended without a completed response", kind="server", is_retryable=True
+        )
+    return completed

@@ -1,0 +1,195 @@
+"""Concurrent execution of the tool calls of one model turn.
+
+Worker threads only run the tools; every step, event and outcome is recorded on the
+loop's thread, because recorder implementations may not be thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from agents.runtime.stop_signal import StopSignal
+from agents.runtime.types import (
+    ContentBlock,
+    RunRecorder,
+    StopRequestReason,
+    ToolCallRequested,
+    ToolOutcome,
+    ToolProvider,
+)
+
+logger = logging.getLogger(__name__)
+
+# How often the loop's thread wakes while tools run, to notice stop requests and timeouts.
+POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class ToolBatch:
+    """Outcomes by tool call id (only the calls that finished) and the stop that cut the batch short."""
+
+    outcomes: dict[str, ToolOutcome]
+    stop_reason: StopRequestReason | None
+
+
+@dataclass
+class _CallControl:
+    """Shared with the worker thread: when the call started, and whether the loop gave up on it."""
+
+    started_at: float | None = None
+    abandoned: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class _RunningCall:
+    call: ToolCallRequested
+    step_id: str
+    timeout_seconds: float
+    control: _CallControl
+    future: Future[ToolOutcome]
+
+
+def tool_calls_in(content: list[ContentBlock]) -> list[ToolCallRequested]:
+    return [
+        ToolCallRequested(id=block["id"], name=block["name"], arguments=block["arguments"])
+        for block in content
+        if block.get("type") == "tool_call"
+    ]
+
+
+def tool_result_block(tool_call_id: str, outcome: ToolOutcome) -> ContentBlock:
+    return {
+        "type": "tool_result",
+        "tool_call_id": tool_call_id,
+        "content": outcome.content,
+        "is_error": outcome.is_error,
+    }
+
+
+def run_tool_calls(
+    calls: list[ToolCallRequested],
+    *,
+    tools: ToolProvider,
+    recorder: RunRecorder,
+    stop: StopSignal,
+    max_parallel: int,
+) -> ToolBatch:
+    """Run the calls concurrently; calls that already completed (crash recovery) are not run again."""
+    outcomes = _recovered_outcomes(calls, recorder)
+    fresh_calls = [call for call in calls if call.id not in outcomes]
+    if not fresh_calls:
+        return ToolBatch(outcomes=outcomes, stop_reason=None)
+    if stop.check():
+        return ToolBatch(outcomes=outcomes, stop_reason=stop.reason)
+    executor = ThreadPoolExecutor(
+        max_workers=max(1, min(max_parallel, len(fresh_calls))), thread_name_prefix="agentry-tool"
+    )
+    try:
+        running = [_submit(call, executor, tools=tools, recorder=recorder, stop=stop) for call in fresh_calls]
+        _collect(running, recorder=recorder, stop=stop, outcomes=outcomes)
+    finally:
+        # A timed-out or abandoned tool thread cannot be killed: do not wait for it.
+        executor.shutdown(wait=False, cancel_futures=True)
+    return ToolBatch(outcomes=outcomes, stop_reason=stop.reason)
+
+
+def _recovered_outcomes(calls: list[ToolCallRequested], recorder: RunRecorder) -> dict[str, ToolOutcome]:
+    recovered = {call.id: recorder.completed_tool_result(call.id) for call in calls}
+    return {call_id: outcome for call_id, outcome in recovered.items() if outcome is not None}
+
+
+def _submit(
+    call: ToolCallRequested,
+    executor: ThreadPoolExecutor,
+    *,
+    tools: ToolProvider,
+    recorder: RunRecorder,
+    stop: StopSignal,
+) -> _RunningCall:
+    step_id = recorder.start_step(
+        kind="tool_call", input={"tool_call_id": call.id, "name": call.name, "arguments": call.arguments}
+    )
+    recorder.emit("tool.call", {"tool_call_id": call.id, "name": call.name, "arguments": call.arguments})
+    control = _CallControl()
+    return _RunningCall(
+        call=call,
+        step_id=step_id,
+        timeout_seconds=tools.timeout_for(call.name),
+        control=control,
+        future=executor.submit(_execute, call, control, tools, stop),
+    )
+
+
+def _execute(
+    call: ToolCallRequested, control: _CallControl, tools: ToolProvider, stop: StopSignal
+) -> ToolOutcome:
+    """Runs on a worker thread: touches the tool only, never the recorder."""
+    control.started_at = time.monotonic()
+    try:
+        return tools.execute(call, should_stop=lambda: stop.is_set() or control.abandoned.is_set())
+    # The protocol lets a tool raise anything: the model sees the failure and the run goes on.
+    except Exception as error:
+        logger.info("tool %s raised", call.name, exc_info=True)
+        return ToolOutcome(content=f"{type(error).__name__}: {error}", is_error=True)
+
+
+def _collect(
+    running: list[_RunningCall],
+    *,
+    recorder: RunRecorder,
+    stop: StopSignal,
+    outcomes: dict[str, ToolOutcome],
+) -> None:
+    """Record outcomes as they arrive (completion order) until all are in or a stop is requested."""
+    while running:
+        wait([item.future for item in running], timeout=_wait_seconds(running), return_when=FIRST_COMPLETED)
+        for item in list(running):
+            outcome = _finished_outcome(item)
+            if outcome is not None:
+                running.remove(item)
+                outcomes[item.call.id] = outcome
+                _record_result(item, outcome, recorder)
+        if running and stop.check():
+            for item in running:
+                item.control.abandoned.set()
+                recorder.fail_step(item.step_id, error=stop.reason or "cancelled")
+            return
+
+
+def _wait_seconds(running: list[_RunningCall]) -> float:
+    now = time.monotonic()
+    deadlines = [
+        item.control.started_at + item.timeout_seconds
+        for item in running
+        if item.control.started_at is not None
+    ]
+    return max(0.0, min([POLL_SECONDS, *(deadline - now for deadline in deadlines)]))
+
+
+def _finished_outcome(item: _RunningCall) -> ToolOutcome | None:
+    if item.future.done():
+        return item.future.result()
+    started_at = item.control.started_at
+    if started_at is not None and time.monotonic() - started_at >= item.timeout_seconds:
+        item.control.abandoned.set()
+        return ToolOutcome(
+            content=f"tool {item.call.name} timed out after {item.timeout_seconds:g}s", is_error=True
+        )
+    return None
+
+
+def _record_result(item: _RunningCall, outcome: ToolOutcome, recorder: RunRecorder) -> None:
+    recorder.emit(
+        "tool.result",
+        {
+            "tool_call_id": item.call.id,
+            "name": item.call.name,
+            "content": outcome.content,
+            "is_error": outcome.is_error,
+        },
+    )
+    recorder.complete_step(item.step_id, output={"content": outcome.content, "is_error": outcome.is_error})

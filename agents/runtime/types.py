@@ -1,0 +1,213 @@
+"""Data types and protocols shared by the agent loop, the model providers and the tools.
+
+Content blocks are plain dicts so they can be stored as JSON unchanged:
+
+* ``{"type": "text", "text": str}``
+* ``{"type": "reasoning", "text": str, "signature": str | None}``
+* ``{"type": "tool_call", "id": str, "name": str, "arguments": dict}``
+* ``{"type": "tool_result", "tool_call_id": str, "content": str, "is_error": bool}``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+ContentBlock = dict[str, Any]
+ChatRole = Literal["user", "assistant"]
+ModelStopReason = Literal["end_turn", "tool_use", "max_tokens"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One turn of the conversation as the model sees it.
+
+    Tool results travel in a ``user`` message, as both Anthropic and the loop expect.
+    """
+
+    role: ChatRole
+    content: list[ContentBlock]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    model: str
+    system: str
+    messages: list[ChatMessage]
+    tools: list[ToolSpec] = field(default_factory=list)
+    max_tokens: int = 4096
+    temperature: float | None = None
+    timeout_seconds: float = 120.0
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+
+
+# Events a model client yields while it streams one response.
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallRequested:
+    """A complete tool call: yielded once its arguments have fully streamed."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelResponseCompleted:
+    """Always the last event of a successful stream."""
+
+    content: list[ContentBlock]
+    stop_reason: ModelStopReason
+    usage: Usage
+
+
+ModelStreamEvent = TextDelta | ReasoningDelta | ToolCallRequested | ModelResponseCompleted
+
+ModelErrorKind = Literal[
+    "rate_limited",
+    "overloaded",
+    "server",
+    "timeout",
+    "connection",
+    "context_overflow",
+    "authentication",
+    "bad_request",
+]
+
+
+class ModelError(Exception):
+    """A model call that failed after the client's own retries.
+
+    ``is_retryable`` tells transient failures (rate limits, overload, 5xx, timeouts)
+    from final ones (bad request, authentication, context overflow).
+    """
+
+    def __init__(
+        self, message: str, *, kind: ModelErrorKind, is_retryable: bool, status_code: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.is_retryable = is_retryable
+        self.status_code = status_code
+
+
+class StreamCancelled(Exception):
+    """Raised by a model client when ``should_stop`` asked it to end its stream early.
+
+    ``usage`` carries the tokens already spent when the provider reported them.
+    """
+
+    def __init__(self, usage: Usage | None = None) -> None:
+        super().__init__("model stream cancelled")
+        self.usage = usage or Usage()
+
+
+class ModelClient(Protocol):
+    """Streams one model response.
+
+    ``should_stop`` is polled between chunks; when it returns True the client closes the
+    HTTP stream (so the provider stops generating) and raises ``StreamCancelled``.
+    Usage spent so far is reported through ``StreamCancelled.usage`` when known.
+    """
+
+    def stream(
+        self, request: ModelRequest, *, should_stop: Callable[[], bool]
+    ) -> Iterator[ModelStreamEvent]: ...
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call returns to the model. ``is_error`` results are shown to the model too."""
+
+    content: str
+    is_error: bool = False
+
+
+class ToolProvider(Protocol):
+    """The tools one run may use. Built-in, HTTP and MCP tools all arrive through this."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    def timeout_for(self, name: str) -> float:
+        """Seconds the loop waits for one call of tool ``name``."""
+        ...
+
+    def execute(self, call: ToolCallRequested, *, should_stop: Callable[[], bool]) -> ToolOutcome:
+        """Run one call. May raise; the loop turns any exception into an error outcome."""
+        ...
+
+
+StepKind = Literal["model_call", "tool_call"]
+StopRequestReason = Literal["cancelled", "timeout", "lease_lost"]
+
+
+class RunRecorder(Protocol):
+    """Where the loop records what happens. The Django side persists and publishes it."""
+
+    def emit(self, event_type: str, data: dict[str, Any]) -> None:
+        """Store and announce one event of the wire contract (DESIGN.md §4)."""
+        ...
+
+    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+        """Open a Step and return its id."""
+        ...
+
+    def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None: ...
+
+    def fail_step(self, step_id: str, *, error: str) -> None: ...
+
+    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+        """Persist one transcript message (assistant turns and tool results)."""
+        ...
+
+    def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
+        """The stored outcome of a tool call that already completed (crash recovery), if any."""
+        ...
+
+    def stop_requested(self) -> StopRequestReason | None:
+        """Polled at every boundary; must be cheap (implementations throttle their reads)."""
+        ...

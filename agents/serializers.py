@@ -1,0 +1,39 @@
+from rest_framework import serializers
+
+from agents.models import Agent, ModelProvider
+from core.api.serializers import StrictModelSerializer
+
+
+class AgentSerializer(StrictModelSerializer):
+    model_provider = serializers.ChoiceField(choices=ModelProvider.choices, required=False)
+    model_label = serializers.CharField(read_only=True)
+    created_by = serializers.EmailField(source="created_by.email", read_only=True, default=None)
+
+    class Meta:
+        model = Agent
+        fields = [
+            "id",
+            "name",
+            "description",
+            "goal",
+            "system_prompt",
+            "model_provider",
+            "model_name",
+            "model_label",
+            "temperature",
+            "max_steps",
+            "max_tokens",
+            "is_active",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "model_label", "created_by", "created_at", "updated_at"]
+        extra_kwargs = {
+            "name": {"allow_blank": True},
+            "description": {"max_length": 1000},
+            "goal": {"max_length": 10_000},
+            "system_prompt": {"max_length": 100_000},
+        }
+        # Uniqueness per tenant is a business rule checked by the service.
+        validators: list[object] = []

@@ -1,0 +1,78 @@
+"""Writes to agents. Validation of business rules lives here, with field-level errors."""
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from agents.models import MAX_STEPS_RANGE, MAX_TOKENS_RANGE, TEMPERATURE_RANGES, Agent, ModelProvider
+from tenants.actors import Actor
+from tenants.limits import tenant_limit
+
+EDITABLE_FIELDS = (
+    "name",
+    "description",
+    "goal",
+    "system_prompt",
+    "model_provider",
+    "model_name",
+    "temperature",
+    "max_steps",
+    "max_tokens",
+    "is_active",
+)
+
+
+def _validate_agent(*, agent: Agent) -> None:
+    errors: dict[str, list[str]] = {}
+    if not agent.name.strip():
+        errors["name"] = ["Name cannot be empty."]
+    if agent.model_provider not in ModelProvider.values:
+        errors["model_provider"] = [f"Unknown provider; choose one of {', '.join(ModelProvider.values)}."]
+    else:
+        low, high = TEMPERATURE_RANGES[ModelProvider(agent.model_provider)]
+        if not low <= agent.temperature <= high:
+            errors["temperature"] = [f"Must be between {low} and {high} for {agent.model_provider}."]
+    if not MAX_STEPS_RANGE[0] <= agent.max_steps <= MAX_STEPS_RANGE[1]:
+        errors["max_steps"] = [f"Must be between {MAX_STEPS_RANGE[0]} and {MAX_STEPS_RANGE[1]}."]
+    if not MAX_TOKENS_RANGE[0] <= agent.max_tokens <= MAX_TOKENS_RANGE[1]:
+        errors["max_tokens"] = [f"Must be between {MAX_TOKENS_RANGE[0]} and {MAX_TOKENS_RANGE[1]}."]
+    name_taken = Agent.objects.filter(tenant_id=agent.tenant_id, name=agent.name.strip()).exclude(pk=agent.pk)
+    if "name" not in errors and name_taken.exists():
+        errors["name"] = ["An agent with this name already exists in this tenant."]
+    if errors:
+        raise ValidationError(errors)
+
+
+def _save(agent: Agent) -> Agent:
+    agent.name = agent.name.strip()
+    _validate_agent(agent=agent)
+    try:
+        with transaction.atomic():
+            agent.save()
+    except IntegrityError as error:  # a concurrent create took the name between check and insert
+        raise ValidationError({"name": ["An agent with this name already exists in this tenant."]}) from error
+    return agent
+
+
+def agent_create(*, actor: Actor, **fields: Any) -> Agent:
+    if Agent.objects.filter(tenant=actor.tenant).count() >= tenant_limit(actor.tenant, "max_agents"):
+        raise ValidationError({"non_field_errors": ["This tenant has reached its agent limit."]})
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
+    agent = Agent(tenant=actor.tenant, created_by=actor.user, **fields)
+    return _save(agent)
+
+
+def agent_update(*, agent: Agent, **fields: Any) -> Agent:
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
+    for name, value in fields.items():
+        setattr(agent, name, value)
+    return _save(agent)
+
+
+def agent_delete(*, agent: Agent) -> None:
+    agent.delete()

@@ -1,0 +1,251 @@
+"""Agentry settings, all from the environment.
+
+With no environment at all this is the embedded default (DESIGN.md §6): SQLite in WAL
+mode, the django-q2 ORM broker, no cross-process channel layer, local-memory cache and
+DEBUG on. ``DATABASE_URL`` and ``REDIS_URL`` switch to PostgreSQL and Redis.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+
+from config.env import env_bool, env_float, env_int, env_list, env_str, require_in_production
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("AGENTRY_DATA_DIR", str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DEBUG", True)
+
+SECRET_KEY = env_str("SECRET_KEY")
+require_in_production("SECRET_KEY", SECRET_KEY, debug=DEBUG)
+if not SECRET_KEY:
+    SECRET_KEY = "agentry-insecure-development-key-only-used-with-debug-on"  # noqa: S105
+
+ALLOWED_HOSTS = env_list(
+    "ALLOWED_HOSTS", [] if not DEBUG else ["127.0.0.1", "localhost", "[::1]", "testserver"]
+)
+require_in_production("ALLOWED_HOSTS", ALLOWED_HOSTS, debug=DEBUG)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+FIELD_ENCRYPTION_KEYS = env_list("FIELD_ENCRYPTION_KEYS", [])
+require_in_production("FIELD_ENCRYPTION_KEYS", FIELD_ENCRYPTION_KEYS, debug=DEBUG)
+# Empty in development: core.encryption then generates and keeps a key in DATA_DIR.
+FIELD_ENCRYPTION_DEV_KEY_FILE = DATA_DIR / "dev-encryption.key"
+
+INSTALLED_APPS = [
+    "core.admin_config.AgentryAdminConfig",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "channels",
+    "django_q",
+    "core",
+    "tenants",
+    "agents",
+    "sessions.apps.AgentSessionsConfig",
+    "memory",
+    "tools",
+    "mcp_servers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "core.middleware.JsonApiErrorsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
+    }
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(DATA_DIR / "agentry.sqlite3"),
+            # WAL lets the web server read while a worker writes; IMMEDIATE transactions
+            # take the write lock up front so concurrent writers wait (busy timeout)
+            # instead of failing with "database is locked" on lock upgrade.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": (
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+                ),
+            },
+            # A file, not :memory:, so worker processes started by tests share it.
+            "TEST": {"NAME": str(DATA_DIR / "test-agentry.sqlite3")},
+        }
+    }
+IS_SQLITE = DATABASES["default"]["ENGINE"].endswith("sqlite3")
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: cache, channel layer, task broker -----------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # In-process only: the embedded default's subscribers read the event store instead.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Tasks (django-q2) ---------------------------------------------------------------
+# A run may take many minutes; `timeout` bounds one task and `retry` must exceed it so
+# the broker never hands the same run to a second worker while the first still works.
+RUN_TASK_TIMEOUT_SECONDS = env_int("RUN_TASK_TIMEOUT_SECONDS", 3600)
+Q_CLUSTER = {
+    "name": "agentry",
+    "workers": env_int("Q_WORKERS", 2),
+    "timeout": RUN_TASK_TIMEOUT_SECONDS,
+    "retry": RUN_TASK_TIMEOUT_SECONDS + 60,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "save_limit": env_int("Q_SAVE_LIMIT", 1000),
+    "poll": env_float("Q_ORM_POLL_SECONDS", 0.05),
+    "label": "Tasks",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- Auth, API -------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenants.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.IsTenantMember"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "core.api.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.SearchFilter",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "EXCEPTION_HANDLER": "core.api.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ActorRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"actor": env_str("API_THROTTLE_RATE", "600/min")},
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agentry API",
+    "DESCRIPTION": (
+        "Define AI agents, chat with them and watch them work. Authenticate with "
+        "`Authorization: Bearer <api key>` or a browser session. Every 4xx answers "
+        '`{"error": {"code", "message", "fields"}}`.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {},
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {
+            "ApiKeyAuth": {"type": "http", "scheme": "bearer", "description": "An Agentry API key."},
+        }
+    },
+    "SECURITY": [{"ApiKeyAuth": []}],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.api.schema.add_error_responses",
+    ],
+}
+
+# --- Model providers ---------------------------------------------------------------------
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL") or None
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL") or None
+MODEL_MAX_RETRIES = env_int("MODEL_MAX_RETRIES", 3)
+MODEL_TIMEOUT_SECONDS = env_float("MODEL_TIMEOUT_SECONDS", 120.0)
+
+# --- Runs ----------------------------------------------------------------------------------
+RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 60.0)
+RUN_STOP_CHECK_SECONDS = env_float("RUN_STOP_CHECK_SECONDS", 0.25)
+RUN_MAX_PARALLEL_TOOLS = env_int("RUN_MAX_PARALLEL_TOOLS", 4)
+
+# --- i18n, static ----------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"mask_secrets": {"()": "core.logging.MaskSecretsFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_secrets"]},
+    },
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "django-q": {"level": env_str("Q_LOG_LEVEL", "WARNING")},
+    },
+}

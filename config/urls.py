@@ -1,0 +1,25 @@
+from django.contrib import admin
+from django.urls import URLPattern, URLResolver, include, path
+from django.views.generic import TemplateView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from agents.api import AgentViewSet
+from core.health import healthz, readyz
+
+router = SimpleRouter()
+router.register("agents", AgentViewSet, basename="agent")
+
+api_v1: list[URLPattern | URLResolver] = [
+    path("", include(router.urls)),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]
+
+urlpatterns = [
+    path("api/v1/", include(api_v1)),
+    path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("", TemplateView.as_view(template_name="home.html"), name="home"),
+]

@@ -1,0 +1,68 @@
+"""Serializer base that treats JSON input strictly: unknown fields and wrong types are errors."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+STRICT_TYPES: dict[type[serializers.Field], tuple[type, ...]] = {
+    serializers.CharField: (str,),
+    serializers.ChoiceField: (str,),
+    serializers.BooleanField: (bool,),
+    serializers.IntegerField: (int,),
+    serializers.FloatField: (int, float),
+    serializers.DecimalField: (int, float, str),
+    serializers.UUIDField: (str,),
+    serializers.DateTimeField: (str,),
+    serializers.DictField: (dict,),
+    serializers.JSONField: (dict, list, str, int, float, bool),
+    serializers.ListField: (list,),
+}
+
+
+def _expected_types(field: serializers.Field) -> tuple[type, ...] | None:
+    for field_class, types in STRICT_TYPES.items():
+        if isinstance(field, field_class):
+            return types
+    if isinstance(field, serializers.PrimaryKeyRelatedField | serializers.SlugRelatedField):
+        return (str,)
+    return None
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        dict: "an object",
+        list: "a list",
+    }
+    return " or ".join(names.get(kind, kind.__name__) for kind in types)
+
+
+class StrictSerializer(serializers.Serializer):
+    """Rejects fields the endpoint does not know and values of the wrong JSON type."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+        errors: dict[str, list[str]] = {}
+        writable = {name for name, field in self.fields.items() if not field.read_only}
+        for name in data:
+            if name not in writable:
+                errors[name] = ["Unknown field."]
+        for name, value in data.items():
+            field = self.fields.get(name)
+            if field is None or field.read_only or value is None:
+                continue
+            types = _expected_types(field)
+            is_bool_for_number = isinstance(value, bool) and bool not in (types or ())
+            if types and (not isinstance(value, types) or is_bool_for_number):
+                errors[name] = [f"Must be {_type_name(types)}."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
+    pass

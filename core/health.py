@@ -1,0 +1,85 @@
+"""Liveness and readiness. Readiness checks the database, the task broker and the channel layer."""
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+
+def check_database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+def check_broker() -> None:
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    else:
+        check_database()  # the ORM broker is the database
+
+
+CHANNEL_LAYER_TIMEOUT_SECONDS = 3
+
+
+async def _round_trip_channel_layer() -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        raise RuntimeError("no channel layer configured")
+    # One coroutine for the whole round trip: a pub/sub layer's subscription belongs
+    # to the event loop that made it.
+    channel = await layer.new_channel()
+    marker = uuid.uuid4().hex
+    await layer.send(channel, {"type": "health.check", "marker": marker})
+    message = await asyncio.wait_for(layer.receive(channel), CHANNEL_LAYER_TIMEOUT_SECONDS)
+    if message.get("marker") != marker:
+        raise RuntimeError("channel layer returned a different message")
+
+
+def check_channel_layer() -> None:
+    async_to_sync(_round_trip_channel_layer)()
+
+
+CHECKS: dict[str, Callable[[], None]] = {
+    "database": check_database,
+    "broker": check_broker,
+    "channel_layer": check_channel_layer,
+}
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    results: dict[str, dict[str, object]] = {}
+    for name, check in CHECKS.items():
+        started = time.perf_counter()
+        try:
+            check()
+        except Exception as error:
+            results[name] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        else:
+            results[name] = {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+    is_ready = all(result["ok"] for result in results.values())
+    return JsonResponse(
+        {"status": "ok" if is_ready else "unavailable", "checks": results}, status=200 if is_ready else 503
+    )

@@ -1,0 +1,69 @@
+"""Run everything the embedded default needs: the ASGI server and a django-q2 cluster.
+
+Ctrl-C (or SIGTERM) stops both; if either exits, the other is stopped too.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+STOP_GRACE_SECONDS = 10
+
+
+class Command(BaseCommand):
+    help = "Serve the web UI, API and websockets (uvicorn) together with a django-q2 cluster."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", default=os.environ.get("PORT", "8000"))
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        server = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "config.asgi:application",
+                "--host",
+                options["host"],
+                "--port",
+                str(options["port"]),
+                "--no-access-log",
+                "--lifespan",
+                "off",
+            ]
+        )
+        cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"])
+        processes = [server, cluster]
+        self.stdout.write(
+            f"Agentry is running on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"
+        )
+
+        def stop(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while all(process.poll() is None for process in processes):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self._stop_all(processes)
+
+    def _stop_all(self, processes: list[subprocess.Popen[bytes]]) -> None:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.stdout.write("Agentry stopped.")

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class McpServersConfig(AppConfig):
+    name = "mcp_servers"

@@ -1,0 +1,1 @@
+"""Sessions, messages, runs, steps and run events (DESIGN.md sections 2-4)."""

@@ -1,0 +1,58 @@
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from tenants.api_keys import secret_matches, split_key
+from tenants.models import ApiKey
+
+# Writing last_used_at on every request would turn each read into a write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def authenticate_api_key(plaintext: str) -> ApiKey | None:
+    """The active key matching ``plaintext``, or None. Touches last_used_at."""
+    parts = split_key(plaintext)
+    if parts is None:
+        return None
+    prefix, secret = parts
+    api_key = ApiKey.objects.select_related("tenant", "created_by").filter(prefix=prefix).first()
+    if api_key is None or not secret_matches(secret, api_key.secret_hash) or not api_key.is_active:
+        return None
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+    return api_key
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer agt_…``."""
+
+    keyword = "bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiKey] | None:
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        keyword, _, token = header.partition(" ")
+        if keyword.lower() != self.keyword:
+            return None
+        api_key = authenticate_api_key(token.strip())
+        if api_key is None:
+            raise exceptions.AuthenticationFailed("Invalid, expired or revoked API key.")
+        return api_key.created_by, api_key
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="api"'
+
+
+class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "tenants.authentication.ApiKeyAuthentication"
+    name = "ApiKeyAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "An Agentry API key (agt_…)."}

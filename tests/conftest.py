@@ -1,0 +1,65 @@
+"""The cast: tenant A with alice (owner), bob (member) and victor (viewer); tenant B with carol."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from tenants.models import Role, Tenant
+from tests.factories import make_api_key, make_tenant, make_user
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@dataclass
+class Cast:
+    tenant_a: Tenant
+    tenant_b: Tenant
+    alice: Any
+    bob: Any
+    victor: Any
+    carol: Any
+
+
+@pytest.fixture
+def cast(db: None) -> Cast:
+    tenant_a = make_tenant("tenant-a")
+    tenant_b = make_tenant("tenant-b")
+    return Cast(
+        tenant_a=tenant_a,
+        tenant_b=tenant_b,
+        alice=make_user("alice@a.test", tenant=tenant_a, role=Role.OWNER, password="alice-password"),
+        bob=make_user("bob@a.test", tenant=tenant_a, role=Role.MEMBER, password="bob-password"),
+        victor=make_user("victor@a.test", tenant=tenant_a, role=Role.VIEWER, password="victor-password"),
+        carol=make_user("carol@b.test", tenant=tenant_b, role=Role.OWNER, password="carol-password"),
+    )
+
+
+def api_client_for(tenant: Tenant, user: Any, scope: str = "write") -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(tenant=tenant, user=user, scope=scope)}")
+    return client
+
+
+@pytest.fixture
+def alice_api(cast: Cast) -> APIClient:
+    return api_client_for(cast.tenant_a, cast.alice)
+
+
+@pytest.fixture
+def bob_api(cast: Cast) -> APIClient:
+    return api_client_for(cast.tenant_a, cast.bob)
+
+
+@pytest.fixture
+def victor_api(cast: Cast) -> APIClient:
+    return api_client_for(cast.tenant_a, cast.victor)
+
+
+@pytest.fixture
+def carol_api(cast: Cast) -> APIClient:
+    return api_client_for(cast.tenant_b, cast.carol)

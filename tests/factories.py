@@ -1,0 +1,33 @@
+"""Plain factory functions for test objects; each call makes a fresh, valid object."""
+
+import itertools
+from typing import Any
+
+from agents.models import Agent, ModelProvider
+from tenants.models import Role, Tenant
+from tenants.services import api_key_create, membership_set, user_get_or_create
+
+_counter = itertools.count(1)
+
+
+def make_tenant(slug: str | None = None) -> Tenant:
+    number = next(_counter)
+    return Tenant.objects.create(slug=slug or f"tenant-{number}", name=f"Tenant {number}")
+
+
+def make_user(
+    email: str, *, tenant: Tenant | None = None, role: str = Role.MEMBER, password: str | None = None
+) -> Any:
+    user, _ = user_get_or_create(email=email, password=password)
+    if tenant is not None:
+        membership_set(tenant=tenant, user=user, role=role)
+    return user
+
+
+def make_api_key(*, tenant: Tenant, user: Any, scope: str = "write") -> str:
+    return api_key_create(tenant=tenant, created_by=user, name=f"key {next(_counter)}", scope=scope).plaintext
+
+
+def make_agent(*, tenant: Tenant, name: str | None = None, **fields: Any) -> Agent:
+    fields.setdefault("model_provider", ModelProvider.OFFLINE)
+    return Agent.objects.create(tenant=tenant, name=name or f"agent {next(_counter)}", **fields)

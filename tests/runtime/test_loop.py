@@ -1,0 +1,666 @@
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from agents.runtime.builtin_tools import BUILTIN_TOOLS, StaticToolProvider, ToolEntry
+from agents.runtime.coalescer import DeltaCoalescer
+from agents.runtime.loop import STOPPED_TOOL_OUTCOME, LoopConfig, LoopResult, run_agent_loop
+from agents.runtime.types import (
+    ChatMessage,
+    ModelError,
+    ModelResponseCompleted,
+    ReasoningDelta,
+    StopRequestReason,
+    TextDelta,
+    ToolCallRequested,
+    ToolOutcome,
+    ToolSpec,
+    Usage,
+)
+from tests.runtime.fakes import InMemoryRecorder, Pause, ScriptedModel, Turn
+
+USER_QUESTION = ChatMessage(role="user", content=[{"type": "text", "text": "What is 12*7?"}])
+
+
+def config(**overrides: Any) -> LoopConfig:
+    values: dict[str, Any] = {
+        "model": "scripted",
+        "system_prompt": "You are a test agent.",
+        "max_model_calls": 10,
+        "max_output_tokens": 1000,
+        "temperature": 0.2,
+    }
+    return LoopConfig(**(values | overrides))
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def call_block(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+
+
+def result_block(call_id: str, content: str, *, is_error: bool = False) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_call_id": call_id, "content": content, "is_error": is_error}
+
+
+def tool_turn(*calls: tuple[str, str, dict[str, Any]], usage: Usage | None = None) -> Turn:
+    """A model turn that asks for the given (id, name, arguments) calls."""
+    blocks = [call_block(call_id, name, arguments) for call_id, name, arguments in calls]
+    requested: Turn = [
+        ToolCallRequested(id=call_id, name=name, arguments=args) for call_id, name, args in calls
+    ]
+    return [
+        *requested,
+        ModelResponseCompleted(content=blocks, stop_reason="tool_use", usage=usage or Usage(5, 2)),
+    ]
+
+
+def text_turn(text: str, usage: Usage | None = None) -> Turn:
+    return [TextDelta(text), ModelResponseCompleted([text_block(text)], "end_turn", usage or Usage(7, 3))]
+
+
+def tool(name: str, function: Any, timeout: float = 5.0) -> tuple[str, ToolEntry]:
+    spec = ToolSpec(name=name, description=name, input_schema={"type": "object", "properties": {}})
+    return name, (spec, function, timeout)
+
+
+def run(
+    model: ScriptedModel, tools: StaticToolProvider, recorder: InMemoryRecorder, **kwargs: Any
+) -> LoopResult:
+    history = kwargs.pop("history", [USER_QUESTION])
+    return run_agent_loop(
+        config=kwargs.pop("config", config()),
+        history=history,
+        model=model,
+        tools=tools,
+        recorder=recorder,
+        **kwargs,
+    )
+
+
+def test_model_tool_model_emits_the_full_event_sequence_and_records_steps_and_messages() -> None:
+    model = ScriptedModel(
+        [
+            [
+                TextDelta("Let me compute."),
+                ToolCallRequested(id="call-1", name="calculator", arguments={"expression": "12*7"}),
+                ModelResponseCompleted(
+                    content=[
+                        text_block("Let me compute."),
+                        call_block("call-1", "calculator", {"expression": "12*7"}),
+                    ],
+                    stop_reason="tool_use",
+                    usage=Usage(input_tokens=10, output_tokens=5, cache_read_tokens=4),
+                ),
+            ],
+            text_turn("12*7 = 84.", Usage(input_tokens=20, output_tokens=4, cache_write_tokens=1)),
+        ]
+    )
+    recorder = InMemoryRecorder()
+
+    result = run(model, StaticToolProvider(BUILTIN_TOOLS), recorder)
+
+    assert result == LoopResult(
+        stop_reason="end_turn",
+        usage=Usage(input_tokens=30, output_tokens=9, cache_read_tokens=4, cache_write_tokens=1),
+        final_text="12*7 = 84.",
+        error=None,
+    )
+    assert recorder.event_types() == [
+        "message.started",
+        "text.delta",
+        "message.completed",
+        "usage",
+        "tool.call",
+        "tool.result",
+        "message.started",
+        "text.delta",
+        "message.completed",
+        "usage",
+    ]
+    assert recorder.events_of("tool.call") == [
+        {"tool_call_id": "call-1", "name": "calculator", "arguments": {"expression": "12*7"}}
+    ]
+    assert recorder.events_of("tool.result") == [
+        {"tool_call_id": "call-1", "name": "calculator", "content": "84", "is_error": False}
+    ]
+    assert recorder.events_of("usage") == [
+        {
+            "usage": {
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "cache_read_tokens": 4,
+                "cache_write_tokens": 0,
+            },
+            "total_usage": {
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "cache_read_tokens": 4,
+                "cache_write_tokens": 0,
+            },
+        },
+        {
+            "usage": {
+                "input_tokens": 20,
+                "output_tokens": 4,
+                "cache_read_tokens": 0,
+                "cache_write_tokens": 1,
+            },
+            "total_usage": {
+                "input_tokens": 30,
+                "output_tokens": 9,
+                "cache_read_tokens": 4,
+                "cache_write_tokens": 1,
+            },
+        },
+    ]
+    assert [(step.kind, step.status, step.input) for step in recorder.steps] == [
+        ("model_call", "completed", {"model": "scripted", "message_count": 1}),
+        (
+            "tool_call",
+            "completed",
+            {"tool_call_id": "call-1", "name": "calculator", "arguments": {"expression": "12*7"}},
+        ),
+        ("model_call", "completed", {"model": "scripted", "message_count": 3}),
+    ]
+    assert [step.output for step in recorder.steps] == [
+        {
+            "content": [
+                text_block("Let me compute."),
+                call_block("call-1", "calculator", {"expression": "12*7"}),
+            ],
+            "stop_reason": "tool_use",
+        },
+        {"content": "84", "is_error": False},
+        {"content": [text_block("12*7 = 84.")], "stop_reason": "end_turn"},
+    ]
+    assert [message for message, _usage in recorder.messages] == [
+        ChatMessage(
+            "assistant",
+            [text_block("Let me compute."), call_block("call-1", "calculator", {"expression": "12*7"})],
+        ),
+        ChatMessage("user", [result_block("call-1", "84")]),
+        ChatMessage("assistant", [text_block("12*7 = 84.")]),
+    ]
+    assert model.requests[1].messages == [USER_QUESTION, *(message for message, _ in recorder.messages[:2])]
+
+
+def test_usage_totals_equal_the_sum_of_the_model_steps() -> None:
+    model = ScriptedModel(
+        [tool_turn(("c1", "calculator", {"expression": "1+1"}), usage=Usage(11, 3, 2, 1))] * 3
+    )
+    model.turns.append(text_turn("done", Usage(13, 5, 0, 7)))
+    recorder = InMemoryRecorder()
+
+    result = run(model, StaticToolProvider(BUILTIN_TOOLS), recorder)
+
+    step_total = Usage()
+    for step in recorder.steps:
+        if step.kind == "model_call" and step.usage:
+            step_total.add(step.usage)
+    assert result.usage == step_total == Usage(46, 14, 6, 10)
+    assert [usage for _message, usage in recorder.messages if usage] == [
+        step.usage for step in recorder.steps if step.usage
+    ]
+    assert recorder.events_of("usage")[-1]["total_usage"] == step_total.as_dict()
+
+
+def test_model_request_carries_the_config_and_the_tool_specs() -> None:
+    model = ScriptedModel([text_turn("hi")])
+
+    run(
+        model, StaticToolProvider(BUILTIN_TOOLS), InMemoryRecorder(), config=config(model_timeout_seconds=9.5)
+    )
+
+    request = model.requests[0]
+    assert (
+        request.model,
+        request.system,
+        request.max_tokens,
+        request.temperature,
+        request.timeout_seconds,
+    ) == (
+        "scripted",
+        "You are a test agent.",
+        1000,
+        0.2,
+        9.5,
+    )
+    assert [spec.name for spec in request.tools] == ["calculator", "current_time"]
+    assert request.messages == [USER_QUESTION]
+
+
+def test_text_deltas_are_coalesced_and_concatenate_to_the_final_text() -> None:
+    characters = [chr(ord("a") + index % 26) for index in range(100)]
+    final_text = "".join(characters)
+    turn: Turn = [TextDelta(character) for character in characters]
+    turn.append(ModelResponseCompleted([text_block(final_text)], "end_turn", Usage(1, 100)))
+    recorder = InMemoryRecorder()
+
+    # A flush interval far longer than the test: only the first delta and the final flush go out.
+    result = run(
+        ScriptedModel([turn]), StaticToolProvider({}), recorder, config=config(delta_flush_seconds=60)
+    )
+
+    assert recorder.events_of("text.delta") == [{"text": "a"}, {"text": final_text[1:]}]
+    assert result.final_text == final_text
+
+
+def test_text_deltas_coalesced_with_the_default_interval_keep_the_exact_text() -> None:
+    characters = [str(index % 10) for index in range(100)]
+    turn: Turn = [TextDelta(character) for character in characters]
+    turn.append(ModelResponseCompleted([text_block("".join(characters))], "end_turn", Usage(1, 100)))
+    recorder = InMemoryRecorder()
+
+    run(ScriptedModel([turn]), StaticToolProvider({}), recorder)
+
+    deltas = recorder.events_of("text.delta")
+    assert len(deltas) <= 5
+    assert "".join(delta["text"] for delta in deltas) == "".join(characters)
+
+
+def test_coalescer_emits_at_most_once_per_interval_per_kind_and_keeps_stream_order() -> None:
+    now = [0.0]
+    emitted: list[tuple[str, dict[str, Any]]] = []
+    coalescer = DeltaCoalescer(
+        lambda kind, data: emitted.append((kind, data)), flush_seconds=0.03, clock=lambda: now[0]
+    )
+
+    coalescer.add("reasoning.delta", "Think")
+    coalescer.add("reasoning.delta", "ing")
+    coalescer.add("text.delta", "He")  # a change of kind flushes the reasoning first
+    coalescer.add("text.delta", "llo")
+    now[0] = 0.02
+    coalescer.add("text.delta", ",")
+    now[0] = 0.031
+    coalescer.add("text.delta", " world")
+    coalescer.add("text.delta", "")
+    coalescer.add("text.delta", "!")
+    coalescer.flush()
+    coalescer.flush()
+
+    assert emitted == [
+        ("reasoning.delta", {"text": "Think"}),
+        ("reasoning.delta", {"text": "ing"}),
+        ("text.delta", {"text": "He"}),
+        ("text.delta", {"text": "llo, world"}),
+        ("text.delta", {"text": "!"}),
+    ]
+
+
+def test_reasoning_and_text_deltas_are_flushed_before_message_completed() -> None:
+    turn: Turn = [
+        ReasoningDelta("Let me"),
+        ReasoningDelta(" think."),
+        TextDelta("An"),
+        TextDelta("swer."),
+        ModelResponseCompleted(
+            [{"type": "reasoning", "text": "Let me think.", "signature": None}, text_block("Answer.")],
+            "end_turn",
+            Usage(1, 1),
+        ),
+    ]
+    recorder = InMemoryRecorder()
+
+    run(ScriptedModel([turn]), StaticToolProvider({}), recorder, config=config(delta_flush_seconds=60))
+
+    assert recorder.events[:5] == [
+        ("message.started", {"role": "assistant"}),
+        ("reasoning.delta", {"text": "Let me"}),
+        ("reasoning.delta", {"text": " think."}),
+        ("text.delta", {"text": "An"}),
+        ("text.delta", {"text": "swer."}),
+    ]
+    assert recorder.event_types()[5:] == ["message.completed", "usage"]
+
+
+def test_tool_calls_of_one_turn_run_concurrently_and_answer_in_one_message_in_call_order() -> None:
+    barrier = threading.Barrier(2, timeout=5)
+    worker_threads: set[int] = set()
+
+    def meet(label: str, linger: float) -> str:
+        worker_threads.add(threading.get_ident())
+        barrier.wait()  # both calls must be running at once, or this breaks
+        time.sleep(linger)
+        return label
+
+    tools = StaticToolProvider(
+        dict([tool("first", lambda: meet("A", 0.2)), tool("second", lambda: meet("B", 0))])
+    )
+    model = ScriptedModel(
+        [tool_turn(("call-a", "first", {}), ("call-b", "second", {})), text_turn("both done")]
+    )
+    recorder = InMemoryRecorder()
+
+    result = run(model, tools, recorder)
+
+    assert result.stop_reason == "end_turn"
+    assert recorder.messages[1][0] == ChatMessage(
+        "user", [result_block("call-a", "A"), result_block("call-b", "B")]
+    )
+    # Results are announced as they complete (B first: A lingers), but answered in call order.
+    assert recorder.event_types()[3:7] == ["tool.call", "tool.call", "tool.result", "tool.result"]
+    assert recorder.events_of("tool.result") == [
+        {"tool_call_id": "call-b", "name": "second", "content": "B", "is_error": False},
+        {"tool_call_id": "call-a", "name": "first", "content": "A", "is_error": False},
+    ]
+    assert len(worker_threads) == 2
+    assert recorder.caller_threads == {threading.get_ident()}
+
+
+def test_parallel_tool_calls_are_bounded_by_max_parallel_tools() -> None:
+    running, peak = [0], [0]
+    lock = threading.Lock()
+
+    def busy() -> str:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return "ok"
+
+    calls: list[tuple[str, str, dict[str, Any]]] = [(f"call-{index}", "busy", {}) for index in range(6)]
+    model = ScriptedModel([tool_turn(*calls), text_turn("done")])
+    recorder = InMemoryRecorder()
+
+    run(model, StaticToolProvider(dict([tool("busy", busy)])), recorder, config=config(max_parallel_tools=2))
+
+    assert peak[0] == 2
+    assert [block["tool_call_id"] for block in recorder.messages[1][0].content] == [call[0] for call in calls]
+
+
+def test_a_raising_tool_becomes_an_error_result_and_the_run_continues() -> None:
+    def broken() -> str:
+        raise RuntimeError("boom")
+
+    model = ScriptedModel([tool_turn(("call-1", "broken", {})), text_turn("The tool failed.")])
+    recorder = InMemoryRecorder()
+
+    result = run(model, StaticToolProvider(dict([tool("broken", broken)])), recorder)
+
+    assert result.stop_reason == "end_turn"
+    assert recorder.events_of("tool.result") == [
+        {"tool_call_id": "call-1", "name": "broken", "content": "RuntimeError: boom", "is_error": True}
+    ]
+    assert recorder.messages[1][0] == ChatMessage(
+        "user", [result_block("call-1", "RuntimeError: boom", is_error=True)]
+    )
+    assert recorder.steps[1].status == "completed"
+    assert model.requests[1].messages[-1] == recorder.messages[1][0]
+
+
+def test_an_unknown_tool_and_bad_arguments_become_error_results() -> None:
+    model = ScriptedModel(
+        [
+            tool_turn(("call-1", "teleport", {}), ("call-2", "calculator", {"expr": "1"})),
+            text_turn("ok"),
+        ]
+    )
+    recorder = InMemoryRecorder()
+
+    run(model, StaticToolProvider(BUILTIN_TOOLS), recorder)
+
+    assert recorder.messages[1][0].content == [
+        result_block("call-1", "ToolInputError: unknown tool 'teleport'", is_error=True),
+        result_block("call-2", "ToolInputError: unexpected arguments for calculator: expr", is_error=True),
+    ]
+
+
+def test_a_tool_that_outlives_its_timeout_becomes_an_error_result() -> None:
+    release = threading.Event()
+    tools = StaticToolProvider(
+        dict([tool("slow", lambda: "late" if release.wait(5) else "never", timeout=0.1)])
+    )
+    model = ScriptedModel([tool_turn(("call-1", "slow", {})), text_turn("It timed out.")])
+    recorder = InMemoryRecorder()
+
+    started = time.monotonic()
+    result = run(model, tools, recorder)
+    elapsed = time.monotonic() - started
+    release.set()
+
+    assert result.stop_reason == "end_turn"
+    assert elapsed < 2
+    assert recorder.events_of("tool.result") == [
+        {
+            "tool_call_id": "call-1",
+            "name": "slow",
+            "content": "tool slow timed out after 0.1s",
+            "is_error": True,
+        }
+    ]
+    assert recorder.messages[1][0].content == [
+        result_block("call-1", "tool slow timed out after 0.1s", is_error=True)
+    ]
+
+
+def test_reaching_max_model_calls_stops_with_max_steps() -> None:
+    model = ScriptedModel(
+        [tool_turn((f"call-{index}", "calculator", {"expression": "1+1"})) for index in range(3)]
+    )
+    recorder = InMemoryRecorder()
+
+    result = run(model, StaticToolProvider(BUILTIN_TOOLS), recorder, config=config(max_model_calls=2))
+
+    assert result.stop_reason == "max_steps"
+    assert len(model.requests) == 2
+    assert [step.kind for step in recorder.steps] == ["model_call", "tool_call", "model_call", "tool_call"]
+    assert result.usage == Usage(10, 4)
+
+
+def test_model_calls_done_before_a_resume_count_towards_the_limit() -> None:
+    model = ScriptedModel([text_turn("never")])
+
+    result = run(
+        model,
+        StaticToolProvider({}),
+        InMemoryRecorder(),
+        config=config(max_model_calls=3),
+        model_calls_done=3,
+    )
+
+    assert result == LoopResult(stop_reason="max_steps", usage=Usage(), final_text="", error=None)
+    assert model.requests == []
+
+
+def test_max_tokens_from_the_model_stops_the_loop() -> None:
+    turn: Turn = [
+        TextDelta("Trunc"),
+        ModelResponseCompleted([text_block("Trunc")], "max_tokens", Usage(3, 1000)),
+    ]
+    recorder = InMemoryRecorder()
+
+    result = run(ScriptedModel([turn]), StaticToolProvider({}), recorder)
+
+    assert result == LoopResult(
+        stop_reason="max_tokens", usage=Usage(3, 1000), final_text="Trunc", error=None
+    )
+    assert [message for message, _usage in recorder.messages] == [
+        ChatMessage("assistant", [text_block("Trunc")])
+    ]
+
+
+def test_a_model_error_stops_with_llm_error_and_fails_the_step() -> None:
+    error = ModelError("overloaded, retries exhausted", kind="overloaded", is_retryable=True, status_code=529)
+    model = ScriptedModel(
+        [tool_turn(("call-1", "calculator", {"expression": "2+2"})), [TextDelta("Par"), error]]
+    )
+    recorder = InMemoryRecorder()
+
+    result = run(model, StaticToolProvider(BUILTIN_TOOLS), recorder)
+
+    assert result == LoopResult(
+        stop_reason="llm_error", usage=Usage(5, 2), final_text="", error="overloaded, retries exhausted"
+    )
+    assert [(step.kind, step.status, step.error) for step in recorder.steps] == [
+        ("model_call", "completed", None),
+        ("tool_call", "completed", None),
+        ("model_call", "failed", "overloaded, retries exhausted"),
+    ]
+    assert recorder.event_types()[-2:] == ["message.started", "text.delta"]
+    assert len(recorder.messages) == 2
+
+
+def test_a_stream_that_ends_without_completion_is_an_llm_error() -> None:
+    recorder = InMemoryRecorder()
+
+    result = run(ScriptedModel([[TextDelta("Hello")]]), StaticToolProvider({}), recorder)
+
+    assert (result.stop_reason, result.error) == (
+        "llm_error",
+        "the model stream ended without a completed response",
+    )
+    assert recorder.steps[0].status == "failed"
+
+
+def test_a_cancel_during_a_slow_stream_stops_with_cancelled_and_counts_spent_tokens() -> None:
+    full_text = "word " * 500
+    turn: Turn = []
+    for _ in range(500):
+        turn += [TextDelta("word "), Pause(0.01)]
+    turn.append(ModelResponseCompleted([text_block(full_text)], "end_turn", Usage(10, 500)))
+    model = ScriptedModel([turn], cancelled_usage=Usage(input_tokens=10, output_tokens=7))
+    recorder = InMemoryRecorder()
+    canceller = threading.Timer(0.1, lambda: setattr(recorder, "requested_stop", "cancelled"))
+
+    canceller.start()
+    started = time.monotonic()
+    result = run(model, StaticToolProvider({}), recorder)
+    elapsed = time.monotonic() - started
+
+    assert result == LoopResult(stop_reason="cancelled", usage=Usage(10, 7), final_text="", error=None)
+    assert elapsed < 2
+    streamed = "".join(delta["text"] for delta in recorder.events_of("text.delta"))
+    assert streamed and full_text.startswith(streamed) and streamed != full_text
+    assert "message.completed" not in recorder.event_types()
+    assert [(step.kind, step.status, step.error) for step in recorder.steps] == [
+        ("model_call", "failed", "cancelled")
+    ]
+    assert recorder.messages == []
+
+
+@pytest.mark.parametrize("reason", ["cancelled", "timeout", "lease_lost"])
+def test_a_stop_requested_before_the_first_model_call_makes_no_call(reason: StopRequestReason) -> None:
+    model = ScriptedModel([text_turn("never")])
+    recorder = InMemoryRecorder(requested_stop=reason)
+
+    result = run(model, StaticToolProvider({}), recorder)
+
+    assert result == LoopResult(stop_reason=reason, usage=Usage(), final_text="", error=None)
+    assert model.requests == []
+    assert recorder.events == []
+
+
+@pytest.mark.parametrize("reason", ["cancelled", "timeout"])
+def test_a_stop_during_tools_fails_running_steps_and_still_answers_every_call(
+    reason: StopRequestReason,
+) -> None:
+    recorder = InMemoryRecorder()
+    release = threading.Event()
+
+    def quick() -> str:
+        return "quick result"
+
+    def stuck() -> str:
+        recorder.requested_stop = reason
+        release.wait(5)
+        return "too late"
+
+    tools = StaticToolProvider(dict([tool("quick", quick), tool("stuck", stuck)]))
+    model = ScriptedModel([tool_turn(("call-1", "quick", {}), ("call-2", "stuck", {})), text_turn("never")])
+
+    started = time.monotonic()
+    result = run(model, tools, recorder)
+    elapsed = time.monotonic() - started
+    release.set()
+
+    assert result.stop_reason == reason
+    assert elapsed < 2
+    assert len(model.requests) == 1
+    assert [(step.kind, step.status, step.error) for step in recorder.steps] == [
+        ("model_call", "completed", None),
+        ("tool_call", "completed", None),
+        ("tool_call", "failed", reason),
+    ]
+    assert recorder.events_of("tool.result") == [
+        {"tool_call_id": "call-1", "name": "quick", "content": "quick result", "is_error": False}
+    ]
+    assert recorder.messages[-1][0].content == [
+        result_block("call-1", "quick result"),
+        result_block("call-2", STOPPED_TOOL_OUTCOME.content, is_error=True),
+    ]
+
+
+def test_a_lost_lease_during_tools_leaves_the_calls_to_the_next_owner() -> None:
+    recorder = InMemoryRecorder()
+    release = threading.Event()
+
+    def stuck() -> str:
+        recorder.requested_stop = "lease_lost"
+        release.wait(5)
+        return "too late"
+
+    model = ScriptedModel([tool_turn(("call-1", "stuck", {})), text_turn("never")])
+
+    result = run(model, StaticToolProvider(dict([tool("stuck", stuck)])), recorder)
+    release.set()
+
+    assert result.stop_reason == "lease_lost"
+    assert [(step.kind, step.status, step.error) for step in recorder.steps][-1] == (
+        "tool_call",
+        "failed",
+        "lease_lost",
+    )
+    assert [message.role for message, _usage in recorder.messages] == ["assistant"]
+
+
+def test_a_resumed_run_executes_only_the_tool_calls_that_did_not_complete() -> None:
+    executed: list[str] = []
+
+    def counted(label: str) -> str:
+        executed.append(label)
+        return f"{label} result"
+
+    tools = StaticToolProvider(
+        dict([tool("first", lambda: counted("A")), tool("second", lambda: counted("B"))])
+    )
+    history = [
+        USER_QUESTION,
+        ChatMessage("assistant", [call_block("call-a", "first", {}), call_block("call-b", "second", {})]),
+    ]
+    recorder = InMemoryRecorder(completed_results={"call-a": ToolOutcome("A result from before the crash")})
+    model = ScriptedModel([text_turn("Both answered.")])
+
+    result = run(model, tools, recorder, history=history, model_calls_done=1)
+
+    assert result.stop_reason == "end_turn"
+    assert executed == ["B"]
+    assert recorder.events_of("tool.call") == [{"tool_call_id": "call-b", "name": "second", "arguments": {}}]
+    assert [(step.kind, step.input.get("tool_call_id")) for step in recorder.steps] == [
+        ("tool_call", "call-b"),
+        ("model_call", None),
+    ]
+    tool_results = ChatMessage(
+        "user", [result_block("call-a", "A result from before the crash"), result_block("call-b", "B result")]
+    )
+    assert recorder.messages[0][0] == tool_results
+    assert model.requests[0].messages == [*history, tool_results]
+
+
+def test_a_resumed_run_whose_calls_all_completed_makes_no_tool_steps() -> None:
+    history = [
+        USER_QUESTION,
+        ChatMessage("assistant", [call_block("call-a", "calculator", {"expression": "1+1"})]),
+    ]
+    recorder = InMemoryRecorder(completed_results={"call-a": ToolOutcome("2")})
+
+    run(ScriptedModel([text_turn("Two.")]), StaticToolProvider(BUILTIN_TOOLS), recorder, history=history)
+
+    assert [step.kind for step in recorder.steps] == ["model_call"]
+    assert recorder.messages[0][0] == ChatMessage("user", [result_block("call-a", "2")])

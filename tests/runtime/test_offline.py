@@ -1,0 +1,232 @@
+import math
+from typing import Any
+
+import pytest
+
+from agents.runtime.builtin_tools import BUILTIN_TOOLS, CALCULATOR_SPEC, CURRENT_TIME_SPEC, StaticToolProvider
+from agents.runtime.loop import LoopConfig, run_agent_loop
+from agents.runtime.offline import OFFLINE_MODEL_NAME, PROVIDER_HINT, OfflineModelClient, find_arithmetic
+from agents.runtime.types import (
+    ChatMessage,
+    ModelRequest,
+    ModelResponseCompleted,
+    ModelStreamEvent,
+    StreamCancelled,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    Usage,
+)
+from tests.runtime.fakes import InMemoryRecorder
+
+BOTH_TOOLS = [CALCULATOR_SPEC, CURRENT_TIME_SPEC]
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=[{"type": "text", "text": text}])
+
+
+def request(*messages: ChatMessage, tools: list[ToolSpec] | None = None, system: str = "") -> ModelRequest:
+    return ModelRequest(model=OFFLINE_MODEL_NAME, system=system, messages=list(messages), tools=tools or [])
+
+
+def stream(model_request: ModelRequest, **kwargs: Any) -> list[ModelStreamEvent]:
+    return list(OfflineModelClient(**kwargs).stream(model_request, should_stop=lambda: False))
+
+
+def completed(events: list[ModelStreamEvent]) -> ModelResponseCompleted:
+    last = events[-1]
+    assert isinstance(last, ModelResponseCompleted)
+    return last
+
+
+def reply_text(events: list[ModelStreamEvent]) -> str:
+    return "".join(event.text for event in events if isinstance(event, TextDelta))
+
+
+@pytest.mark.parametrize(
+    ("message", "expression"),
+    [
+        ("what is 12*7", "12*7"),
+        ("calculate (3+4)/2", "(3+4)/2"),
+        ("2+2?", "2+2"),
+        ("What's 2^10?", "2**10"),
+        ("Can you compute sqrt(16) + 1 for me?", "sqrt(16) + 1"),
+        ("what is -5 + 3", "-5 + 3"),
+        ("12 \u00d7 3 =", "12 * 3"),
+    ],
+)
+def test_arithmetic_becomes_a_calculator_call(message: str, expression: str) -> None:
+    events = stream(request(user(message), tools=BOTH_TOOLS))
+
+    response = completed(events)
+    call = next(event for event in events if isinstance(event, ToolCallRequested))
+    assert (call.name, call.arguments) == ("calculator", {"expression": expression})
+    assert response.stop_reason == "tool_use"
+    assert response.content == [
+        {"type": "text", "text": f"Let me calculate {expression} with the calculator."},
+        {"type": "tool_call", "id": call.id, "name": "calculator", "arguments": {"expression": expression}},
+    ]
+
+
+@pytest.mark.parametrize(
+    "message", ["hello there", "What happened on 2024-01-05?", "what is 2", "I have 3 cats"]
+)
+def test_messages_without_arithmetic_find_none(message: str) -> None:
+    assert find_arithmetic(message) is None
+
+
+def test_arithmetic_without_a_calculator_is_echoed() -> None:
+    events = stream(request(user("what is 12*7"), tools=[CURRENT_TIME_SPEC]))
+
+    assert completed(events).content == [
+        {"type": "text", "text": f'(offline demo model) You said: "what is 12*7". {PROVIDER_HINT}'}
+    ]
+
+
+@pytest.mark.parametrize(
+    "message", ["What time is it?", "what's today's date", "Tell me the current time please"]
+)
+def test_questions_about_the_time_call_current_time(message: str) -> None:
+    events = stream(request(user(message), tools=BOTH_TOOLS))
+
+    response = completed(events)
+    assert response.stop_reason == "tool_use"
+    assert response.content[0] == {"type": "text", "text": "Let me check the current time."}
+    assert response.content[1]["name"] == "current_time"
+    assert response.content[1]["arguments"] == {}
+
+
+def test_tool_results_become_the_final_answer() -> None:
+    history = [
+        user("what is 12*7 and what time is it"),
+        ChatMessage(
+            "assistant",
+            [
+                {"type": "tool_call", "id": "c1", "name": "calculator", "arguments": {"expression": "12*7"}},
+                {"type": "tool_call", "id": "c2", "name": "current_time", "arguments": {}},
+                {"type": "tool_call", "id": "c3", "name": "calculator", "arguments": {"expression": "1/0"}},
+            ],
+        ),
+        ChatMessage(
+            "user",
+            [
+                {"type": "tool_result", "tool_call_id": "c1", "content": "84", "is_error": False},
+                {
+                    "type": "tool_result",
+                    "tool_call_id": "c2",
+                    "content": "2026-01-05T13:04:05+00:00",
+                    "is_error": False,
+                },
+                {
+                    "type": "tool_result",
+                    "tool_call_id": "c3",
+                    "content": "division by zero",
+                    "is_error": True,
+                },
+            ],
+        ),
+    ]
+
+    events = stream(request(*history, tools=BOTH_TOOLS))
+
+    expected = (
+        "12*7 = 84. The current time is 2026-01-05T13:04:05+00:00. "
+        "I could not calculate 1/0: division by zero"
+    )
+    assert completed(events).content == [{"type": "text", "text": expected}]
+    assert completed(events).stop_reason == "end_turn"
+    assert reply_text(events) == expected
+
+
+@pytest.mark.parametrize("message", ["Who are you?", "which model is this"])
+def test_it_says_it_is_an_offline_demo_model(message: str) -> None:
+    text = reply_text(stream(request(user(message))))
+
+    assert text.startswith("I am offline-demo, the offline demo model built into Agentry.")
+    assert text.endswith(PROVIDER_HINT)
+    assert OfflineModelClient.model_name == "offline-demo"
+
+
+def test_anything_else_is_echoed_with_a_provider_hint() -> None:
+    events = stream(request(user("  Plan my\n trip to Lisbon  "), tools=BOTH_TOOLS))
+
+    assert reply_text(events) == f'(offline demo model) You said: "Plan my trip to Lisbon". {PROVIDER_HINT}'
+    assert completed(events).stop_reason == "end_turn"
+
+
+def test_long_messages_are_shortened_in_the_echo() -> None:
+    text = reply_text(stream(request(user("a" * 300))))
+
+    assert text == f'(offline demo model) You said: "{"a" * 200}…". {PROVIDER_HINT}'
+
+
+def test_text_streams_in_several_deltas_with_exact_usage() -> None:
+    model_request = request(user("Hello"), system="Be brief.")
+    events = stream(model_request)
+
+    deltas = [event.text for event in events if isinstance(event, TextDelta)]
+    response = completed(events)
+    text = response.content[0]["text"]
+    assert len(deltas) == len(text.split())
+    assert "".join(deltas) == text
+    prompt = 'Be brief.[{"content": [{"text": "Hello", "type": "text"}], "role": "user"}]'
+    assert response.usage == Usage(
+        input_tokens=math.ceil(len(prompt) / 4), output_tokens=math.ceil(len(text) / 4)
+    )
+
+
+def test_the_same_request_gives_the_same_stream() -> None:
+    model_request = request(user("what is 6*7"), tools=BOTH_TOOLS)
+
+    assert stream(model_request) == stream(model_request)
+
+
+def test_should_stop_cancels_the_stream_with_the_usage_so_far() -> None:
+    polls = iter([False, False, True])
+    events: list[ModelStreamEvent] = []
+
+    with pytest.raises(StreamCancelled) as raised:
+        for event in OfflineModelClient().stream(request(user("Hello")), should_stop=lambda: next(polls)):
+            events.append(event)
+
+    assert [event.text for event in events if isinstance(event, TextDelta)] == ["(offline ", "demo "]
+    assert raised.value.usage.output_tokens == math.ceil(len("(offline demo ") / 4)
+
+
+def test_delay_seconds_pauses_before_each_delta(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr("agents.runtime.offline.time.sleep", sleeps.append)
+
+    events = stream(request(user("Hello")), delay_seconds=0.05)
+
+    assert sleeps == [0.05] * sum(isinstance(event, TextDelta) for event in events)
+
+
+def test_the_loop_answers_arithmetic_with_the_offline_model_and_the_calculator() -> None:
+    recorder = InMemoryRecorder()
+
+    result = run_agent_loop(
+        config=LoopConfig(
+            model=OFFLINE_MODEL_NAME,
+            system_prompt="",
+            max_model_calls=5,
+            max_output_tokens=500,
+            temperature=None,
+        ),
+        history=[user("What is 12*7?")],
+        model=OfflineModelClient(),
+        tools=StaticToolProvider(BUILTIN_TOOLS),
+        recorder=recorder,
+    )
+
+    assert (result.stop_reason, result.final_text) == ("end_turn", "12*7 = 84.")
+    assert recorder.events_of("tool.result") == [
+        {
+            "tool_call_id": recorder.events_of("tool.call")[0]["tool_call_id"],
+            "name": "calculator",
+            "content": "84",
+            "is_error": False,
+        }
+    ]
+    assert [step.kind for step in recorder.steps] == ["model_call", "tool_call", "model_call"]
