@@ -19,8 +19,8 @@ TEMPERATURE_RANGES = {
     ModelProvider.OFFLINE: (0.0, 1.0),
 }
 DEFAULT_MODEL_NAMES = {
-    ModelProvider.ANTHROPIC: "claude-sonnet-4-5",
-    ModelProvider.OPENAI: "gpt-4o-mini",
+    ModelProvider.ANTHROPIC: "claude-sonnet-5",
+    ModelProvider.OPENAI: "gpt-5.4-mini",
     ModelProvider.OFFLINE: "offline-demo",
 }
 MAX_STEPS_RANGE = (1, 100)

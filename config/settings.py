@@ -88,16 +88,19 @@ TEMPLATES = [
 
 # --- Database -----------------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL")
-if DATABASE_URL:
-    DATABASES = {
-        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
-    }
+SQLITE_PATH = str(DATA_DIR / "agentry.sqlite3")
+if DATABASE_URL.startswith("sqlite:///"):
+    # An explicit SQLite file (tests point worker processes at their test database).
+    SQLITE_PATH = DATABASE_URL.removeprefix("sqlite:///")
+    SQLITE_PATH = SQLITE_PATH if SQLITE_PATH.startswith("/") else str(BASE_DIR / SQLITE_PATH)
+if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))}
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(DATA_DIR / "agentry.sqlite3"),
+            "NAME": SQLITE_PATH,
             # WAL lets the web server read while a worker writes; IMMEDIATE transactions
             # take the write lock up front so concurrent writers wait (busy timeout)
             # instead of failing with "database is locked" on lock upgrade.
@@ -135,7 +138,8 @@ else:
 # the broker never hands the same run to a second worker while the first still works.
 RUN_TASK_TIMEOUT_SECONDS = env_int("RUN_TASK_TIMEOUT_SECONDS", 3600)
 Q_CLUSTER = {
-    "name": "agentry",
+    # Clusters with the same name share one queue; tests use their own name.
+    "name": env_str("Q_CLUSTER_NAME", "agentry"),
     "workers": env_int("Q_WORKERS", 2),
     "timeout": RUN_TASK_TIMEOUT_SECONDS,
     "retry": RUN_TASK_TIMEOUT_SECONDS + 60,

@@ -6,9 +6,12 @@ from rest_framework.routers import SimpleRouter
 
 from agents.api import AgentViewSet
 from core.health import healthz, readyz
+from sessions.api import RunViewSet, SessionViewSet
 
 router = SimpleRouter()
 router.register("agents", AgentViewSet, basename="agent")
+router.register("sessions", SessionViewSet, basename="session")
+router.register("runs", RunViewSet, basename="run")
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", include(router.urls)),

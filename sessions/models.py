@@ -1,1 +1,208 @@
-"""Sessions, messages, runs, steps and run events (DESIGN.md sections 2-4)."""
+"""Sessions, messages, runs, steps and run events (DESIGN.md §2–§4)."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from agents.models import Agent
+from tenants.models import Tenant
+
+
+class Session(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    # Counters handed out by one conditional UPDATE … RETURNING each (see sessions.sequences):
+    # the session row is the lock that keeps event and message numbers gap-free and ordered.
+    last_event_seq = models.BigIntegerField(default=0)
+    last_message_position = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["tenant", "-updated_at"], name="session_tenant_updated")]
+
+    def __str__(self) -> str:
+        return self.title or f"session {self.pk}"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool results"
+    SYSTEM = "system", "System"
+
+
+class Message(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    # None while its run waits in the lane; set when the run starts.
+    position = models.BigIntegerField(null=True, blank=True)
+    role = models.CharField(max_length=10, choices=MessageRole.choices)
+    # Content blocks as in agents.runtime.types.
+    content = models.JSONField(default=list)
+    run = models.ForeignKey("Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="messages")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_unique_position")]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.position}"
+
+    @property
+    def text(self) -> str:
+        return "".join(block.get("text", "") for block in self.content if block.get("type") == "text")
+
+
+class RunStatus(models.TextChoices):
+    CREATED = "created"
+    QUEUED = "queued"
+    PLANNING = "planning"
+    EXECUTING = "executing"
+    AWAITING_APPROVAL = "awaiting_approval"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+
+
+class StopReason(models.TextChoices):
+    END_TURN = "end_turn"
+    MAX_STEPS = "max_steps"
+    MAX_TOKENS = "max_tokens"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    LLM_ERROR = "llm_error"
+    TOOL_ERROR = "tool_error"
+    ERROR = "error"
+    INSUFFICIENT_CREDITS = "insufficient_credits"
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_EXPIRED = "approval_expired"
+    CONTEXT_OVERFLOW = "context_overflow"
+    RATE_LIMITED = "rate_limited"
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, related_name="runs")
+    user_message = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    parent_run = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    # The agent's configuration when the run was created: editing the agent mid-run
+    # must not change a run that already started.
+    agent_config = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.CREATED)
+    stop_reason = models.CharField(max_length=30, choices=StopReason.choices, blank=True)
+    version = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    model_calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["session", "status", "created_at"], name="run_session_lane"),
+            models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
+            models.Index(fields=["tenant", "-created_at"], name="run_tenant_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "total_tokens": self.input_tokens + self.output_tokens,
+        }
+
+
+class StepKind(models.TextChoices):
+    MODEL_CALL = "model_call"
+    TOOL_CALL = "tool_call"
+    PLAN = "plan"
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class Step(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, choices=StepKind.choices)
+    status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
+    version = models.PositiveIntegerField(default=0)
+    # For tool calls: the model's call id, so a resumed run finds calls that already ran.
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    input = models.JSONField(default=dict)
+    output = models.JSONField(default=dict)
+    error = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="step_unique_index")]
+        indexes = [models.Index(fields=["run", "tool_call_id"], name="step_tool_call")]
+
+    def __str__(self) -> str:
+        return f"step {self.index} {self.kind} ({self.status})"
+
+
+class RunEvent(models.Model):
+    """One event of the wire contract, numbered within its session (DESIGN.md §4)."""
+
+    id = models.BigAutoField(primary_key=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=40)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="runevent_unique_seq")]
+        indexes = [models.Index(fields=["run", "seq"], name="runevent_run_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.type}"

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from core.fields import EncryptedTextField
+
 
 class Role(models.TextChoices):
     VIEWER = "viewer", "Viewer"
@@ -92,3 +94,21 @@ class ApiKey(models.Model):
     def is_active(self) -> bool:
         now = timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class ProviderKey(models.Model):
+    """A tenant's own model-provider key, used instead of the platform's. Encrypted at rest."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="provider_keys")
+    provider = models.CharField(max_length=20, choices=[("anthropic", "Anthropic"), ("openai", "OpenAI-compatible")])
+    api_key = EncryptedTextField()
+    base_url = models.URLField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "provider"], name="providerkey_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} {self.provider} key"

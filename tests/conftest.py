@@ -1,5 +1,6 @@
 """The cast: tenant A with alice (owner), bob (member) and victor (viewer); tenant B with carol."""
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -8,6 +9,7 @@ from rest_framework.test import APIClient
 
 from tenants.models import Role, Tenant
 from tests.factories import make_api_key, make_tenant, make_user
+from tests.fake_model_server import FakeModelServer
 
 
 @pytest.fixture(autouse=True)
@@ -63,3 +65,21 @@ def victor_api(cast: Cast) -> APIClient:
 @pytest.fixture
 def carol_api(cast: Cast) -> APIClient:
     return api_client_for(cast.tenant_b, cast.carol)
+
+
+@pytest.fixture(scope="session")
+def fake_model_server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_model(fake_model_server: FakeModelServer, settings: Any) -> Iterator[FakeModelServer]:
+    """The fake provider endpoint, clean for this test, with the platform keys pointed at it."""
+    fake_model_server.reset()
+    settings.ANTHROPIC_API_KEY = "test-anthropic-key"
+    settings.ANTHROPIC_BASE_URL = fake_model_server.url
+    settings.OPENAI_API_KEY = "test-openai-key"
+    settings.OPENAI_BASE_URL = fake_model_server.openai_base_url
+    yield fake_model_server
+    fake_model_server.reset()

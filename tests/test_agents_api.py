@@ -25,7 +25,7 @@ def test_create_agent_returns_201_and_stores_it(cast: Cast, alice_api: APIClient
     body = response.json()
     assert body["name"] == "Researcher"
     assert body["model_provider"] == "anthropic"
-    assert body["model_label"] == "anthropic:claude-sonnet-4-5"
+    assert body["model_label"] == "anthropic:claude-sonnet-5"
     assert body["created_by"] == "alice@a.test"
     agent = Agent.objects.get(pk=body["id"])
     assert agent.tenant == cast.tenant_a

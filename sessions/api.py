@@ -1,0 +1,135 @@
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.selectors import agent_get_for_actor
+from core.api.viewsets import TenantScopedViewSet
+from sessions.models import Run, RunEvent, Session
+from sessions.selectors import (
+    events_for_run,
+    events_for_session,
+    message_list_for_session,
+    run_list_for_actor,
+    session_list_for_actor,
+)
+from sessions.serializers import (
+    MessageCreateSerializer,
+    MessageSerializer,
+    PostMessageResponseSerializer,
+    RunEventSerializer,
+    RunSerializer,
+    RunSummarySerializer,
+    SessionCreateSerializer,
+    SessionSerializer,
+)
+from sessions.services import run_cancel, session_create, session_delete, session_post_message
+from tenants.models import Role
+
+EVENT_PAGE_SIZE = 500
+AFTER_PARAMETER = OpenApiParameter("after", OpenApiTypes.INT, description="Only events with a larger seq.")
+EventPage = inline_serializer(
+    "RunEventPage",
+    {"results": RunEventSerializer(many=True), "next": serializers.CharField(allow_null=True)},
+)
+
+
+def parse_after(request: Request) -> int:
+    raw = request.query_params.get("after", "0")
+    try:
+        after = int(raw)
+    except ValueError as error:
+        raise ValidationError({"after": ["Must be an integer."]}) from error
+    if after < 0:
+        raise ValidationError({"after": ["Must be zero or more."]})
+    return after
+
+
+def event_page(request: Request, events: QuerySet[RunEvent]) -> Response:
+    page = list(events[: EVENT_PAGE_SIZE + 1])
+    has_more = len(page) > EVENT_PAGE_SIZE
+    page = page[:EVENT_PAGE_SIZE]
+    next_url = None
+    if has_more:
+        next_url = request.build_absolute_uri(f"{request.path}?after={page[-1].seq}")
+    return Response({"results": RunEventSerializer(page, many=True).data, "next": next_url})
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List sessions", tags=["sessions"]),
+    retrieve=extend_schema(summary="Read a session", tags=["sessions"]),
+    create=extend_schema(summary="Start a session with an agent", tags=["sessions"],
+                         request=SessionCreateSerializer, responses={201: SessionSerializer}),
+    destroy=extend_schema(summary="Delete a session", tags=["sessions"]),
+)
+class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    serializer_class = SessionSerializer
+    search_fields = ["title"]
+    ordering_fields = ["created_at", "updated_at"]
+    filterset_fields = ["agent"]
+    # Members chat; the services check that members only touch their own sessions.
+    write_role = Role.MEMBER
+
+    def get_queryset(self) -> QuerySet[Session]:
+        return session_list_for_actor(actor=self.actor)
+
+    def create(self, request: Request) -> Response:
+        serializer = SessionCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        agent = agent_get_for_actor(actor=self.actor, agent_id=serializer.validated_data["agent"])
+        session = session_create(actor=self.actor, agent=agent, title=serializer.validated_data["title"])
+        session = self.get_queryset().get(pk=session.pk)
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request: Request, pk: str | None = None) -> Response:
+        session_delete(actor=self.actor, session=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(summary="List the session's messages", tags=["sessions"],
+                   responses=MessageSerializer(many=True), methods=["GET"])
+    @extend_schema(summary="Post a message: stores it and queues a run", tags=["sessions"],
+                   request=MessageCreateSerializer, responses={202: PostMessageResponseSerializer}, methods=["POST"])
+    @action(detail=True, methods=["get", "post"])
+    def messages(self, request: Request, pk: str | None = None) -> Response:
+        session = self.get_object()
+        if request.method == "GET":
+            page = self.paginate_queryset(message_list_for_session(session=session))
+            return self.get_paginated_response(MessageSerializer(page, many=True).data)
+        serializer = MessageCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        message, run = session_post_message(
+            actor=self.actor, session=session, content=serializer.validated_data["content"]
+        )
+        body = {"message": MessageSerializer(message).data, "run": RunSummarySerializer(run).data}
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(summary="The session's events after a sequence number", tags=["events"],
+                   parameters=[AFTER_PARAMETER], responses=EventPage)
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        return event_page(request, events_for_session(session=self.get_object(), after_seq=parse_after(request)))
+
+
+@extend_schema_view(retrieve=extend_schema(summary="Read a run with its steps and usage", tags=["runs"]))
+class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
+    serializer_class = RunSerializer
+    required_roles = {"cancel": Role.MEMBER}
+
+    def get_queryset(self) -> QuerySet[Run]:
+        return run_list_for_actor(actor=self.actor).prefetch_related("steps")
+
+    @extend_schema(summary="The run's events after a sequence number", tags=["events"],
+                   parameters=[AFTER_PARAMETER], responses=EventPage)
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        return event_page(request, events_for_run(run=self.get_object(), after_seq=parse_after(request)))
+
+    @extend_schema(summary="Cancel the run", tags=["runs"], request=None, responses={202: RunSummarySerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        run = run_cancel(actor=self.actor, run=self.get_object())
+        return Response(RunSummarySerializer(run).data, status=status.HTTP_202_ACCEPTED)

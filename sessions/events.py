@@ -1,0 +1,54 @@
+"""Events: numbered per session, stored as RunEvents, announced on the channel layer.
+
+The store is the truth; the announcement is a fast path. Subscribers that miss an
+announcement (or have no cross-process layer) read the store by sequence number.
+"""
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+
+from sessions.models import RunEvent
+from sessions.publisher import publish_after_commit
+from sessions.sequences import next_session_number
+
+EVENT_TYPES = frozenset(
+    {
+        "run.queued", "run.started", "run.status", "run.completed", "run.failed", "run.cancelled",
+        "run.timeout", "step.started", "step.completed", "message.started", "text.delta",
+        "reasoning.delta", "message.completed", "tool.call", "tool.result", "approval.required",
+        "approval.resolved", "plan.created", "plan.updated", "compaction", "usage", "error",
+    }
+)
+
+
+def session_group_name(session_id: UUID | str) -> str:
+    return f"session.{UUID(str(session_id)).hex}"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def event_envelope(event: RunEvent) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "session_id": str(event.session_id),
+        "run_id": str(event.run_id) if event.run_id else None,
+        "type": event.type,
+        "ts": _iso(event.created_at),
+        "data": event.data,
+    }
+
+
+def emit_event(*, session_id: UUID, run_id: UUID | None, event_type: str, data: dict[str, Any]) -> RunEvent:
+    """Store the event under the session's next seq and announce it once committed."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    with transaction.atomic():
+        seq = next_session_number(session_id=session_id, counter="last_event_seq")
+        event = RunEvent.objects.create(session_id=session_id, run_id=run_id, seq=seq, type=event_type, data=data)
+        publish_after_commit(session_group_name(session_id), event_envelope(event))
+    return event

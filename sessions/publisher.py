@@ -1,0 +1,78 @@
+"""Announcing stored events on the channel layer from synchronous code.
+
+A worker emits many events per second; ``async_to_sync`` would start an event loop
+(and, with channels-redis, a connection) per call. One background loop per process
+sends them in order instead, without making the emitter wait.
+"""
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+
+class _Publisher:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
+        self._thread: threading.Thread | None = None
+
+    def _ensure_started(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, dict[str, Any]] | None]]:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                ready = threading.Event()
+                self._thread = threading.Thread(target=self._run, args=(ready,), name="event-publisher", daemon=True)
+                self._thread.start()
+                ready.wait(timeout=5)
+            assert self._loop is not None and self._queue is not None
+            return self._loop, self._queue
+
+    def _run(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        self._queue = asyncio.Queue()
+        ready.set()
+        loop.run_until_complete(self._drain(self._queue))
+
+    async def _drain(self, queue: asyncio.Queue[tuple[str, dict[str, Any]] | None]) -> None:
+        layer = get_channel_layer()
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            group, envelope = item
+            if layer is None:
+                continue
+            try:
+                await layer.group_send(group, {"type": "session.event", "event": envelope})
+            except Exception:  # noqa: BLE001 - subscribers recover from the store; never kill the loop
+                logger.warning("could not announce event %s on %s", envelope.get("seq"), group, exc_info=True)
+
+    def publish(self, group: str, envelope: dict[str, Any]) -> None:
+        loop, queue = self._ensure_started()
+        loop.call_soon_threadsafe(queue.put_nowait, (group, envelope))
+
+
+_publisher = _Publisher()
+
+
+def has_cross_process_layer() -> bool:
+    # The in-memory layer cannot reach other processes, and its queues belong to the
+    # ASGI server's event loop: the embedded default's subscribers poll the store.
+    return not isinstance(get_channel_layer(), InMemoryChannelLayer | type(None))
+
+
+def publish(group: str, envelope: dict[str, Any]) -> None:
+    if has_cross_process_layer():
+        _publisher.publish(group, envelope)
+
+
+def publish_after_commit(group: str, envelope: dict[str, Any]) -> None:
+    transaction.on_commit(lambda: publish(group, envelope))

@@ -1,0 +1,121 @@
+"""The Django-backed ``RunRecorder``: steps, transcript and events of one run, stored."""
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.runtime.types import ChatMessage, StepKind, StopRequestReason, ToolOutcome, Usage
+from sessions.events import emit_event
+from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
+from sessions.sequences import next_session_number
+from sessions.state import step_transition
+
+
+def message_role_for(message: ChatMessage) -> str:
+    """Tool results travel as a user turn to the model but are stored as their own role."""
+    if message.role == "user" and message.content and all(b.get("type") == "tool_result" for b in message.content):
+        return MessageRole.TOOL
+    return message.role
+
+
+class DjangoRunRecorder:
+    def __init__(self, run: Run, *, lease_owner: str, deadline: float | None) -> None:
+        self.run = run
+        self.lease_owner = lease_owner
+        # time.monotonic() value after which the run has exceeded its wall-clock limit.
+        self.deadline = deadline
+        self._steps: dict[str, Step] = {}
+        self._next_step_index = Step.objects.filter(run=run).count()
+        self._last_check = 0.0
+        self._stop_reason: StopRequestReason | None = None
+
+    def emit(self, event_type: str, data: dict[str, Any]) -> None:
+        emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
+
+    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+        step = Step.objects.create(
+            run=self.run, index=self._next_step_index, kind=kind, status=StepStatus.RUNNING, input=input,
+            tool_call_id=str(input.get("tool_call_id", "")), started_at=timezone.now(),
+        )
+        self._next_step_index += 1
+        self._steps[str(step.pk)] = step
+        self.emit("step.started", {"step_id": str(step.pk), "index": step.index, "kind": kind})
+        return str(step.pk)
+
+    def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
+        step = self._steps.pop(step_id)
+        tokens = _usage_fields(usage)
+        with transaction.atomic():
+            step_transition(step, StepStatus.COMPLETED, output=output, finished_at=timezone.now(), **tokens)
+            run_update: dict[str, Any] = {name: F(name) + value for name, value in tokens.items() if value}
+            if step.kind == "model_call":
+                run_update["model_calls"] = F("model_calls") + 1
+            if run_update:
+                Run.objects.filter(pk=self.run.pk).update(**run_update)
+            self.emit("step.completed", {"step_id": step_id, "index": step.index, "kind": step.kind,
+                                         "status": StepStatus.COMPLETED})
+
+    def fail_step(self, step_id: str, *, error: str) -> None:
+        step = self._steps.pop(step_id)
+        with transaction.atomic():
+            step_transition(step, StepStatus.FAILED, error=error, finished_at=timezone.now())
+            self.emit("step.completed", {"step_id": step_id, "index": step.index, "kind": step.kind,
+                                         "status": StepStatus.FAILED, "error": error})
+
+    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+        with transaction.atomic():
+            position = next_session_number(session_id=self.run.session_id, counter="last_message_position")
+            Message.objects.create(
+                tenant_id=self.run.tenant_id, session_id=self.run.session_id, position=position,
+                role=message_role_for(message), content=message.content, run=self.run,
+                input_tokens=usage.input_tokens if usage else 0, output_tokens=usage.output_tokens if usage else 0,
+            )
+
+    def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
+        step = Step.objects.filter(
+            run=self.run, kind="tool_call", tool_call_id=tool_call_id, status=StepStatus.COMPLETED
+        ).first()
+        if step is None:
+            return None
+        return ToolOutcome(content=str(step.output.get("content", "")), is_error=bool(step.output.get("is_error")))
+
+    def stop_requested(self) -> StopRequestReason | None:
+        """Re-read the run at most every RUN_STOP_CHECK_SECONDS; renew the lease as it goes."""
+        if self._stop_reason is not None:
+            return self._stop_reason
+        now = time.monotonic()
+        if self.deadline is not None and now >= self.deadline:
+            self._stop_reason = "timeout"
+            return self._stop_reason
+        if now - self._last_check < settings.RUN_STOP_CHECK_SECONDS:
+            return None
+        self._last_check = now
+        self._stop_reason = self._read_stop_reason()
+        return self._stop_reason
+
+    def _read_stop_reason(self) -> StopRequestReason | None:
+        renewed = Run.objects.filter(pk=self.run.pk, lease_owner=self.lease_owner).exclude(
+            status=RunStatus.CANCELLING
+        ).update(lease_expires_at=timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS))
+        if renewed:
+            return None
+        current = Run.objects.filter(pk=self.run.pk).values("status", "lease_owner").first()
+        if current is None or current["status"] == RunStatus.CANCELLING:
+            return "cancelled"
+        return "lease_lost"
+
+
+def _usage_fields(usage: Usage | None) -> dict[str, int]:
+    if usage is None:
+        return {}
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }

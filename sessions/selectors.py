@@ -1,0 +1,56 @@
+from uuid import UUID
+
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404
+
+from sessions.models import Message, Run, RunEvent, RunStatus, Session
+from tenants.actors import Actor
+
+
+def _uuid_or_404(value: UUID | str) -> UUID:
+    try:
+        return UUID(str(value))
+    except ValueError as error:
+        raise Http404("not found") from error
+
+
+def session_list_for_actor(*, actor: Actor) -> QuerySet[Session]:
+    return Session.objects.filter(tenant=actor.tenant).select_related("agent", "created_by").annotate(
+        queued_runs=Count("runs", filter=Q(runs__status=RunStatus.QUEUED))
+    ).order_by("-updated_at", "id")
+
+
+def session_get_for_actor(*, actor: Actor, session_id: UUID | str) -> Session:
+    """The actor's tenant's session; a missing one and another tenant's both raise 404."""
+    try:
+        return session_list_for_actor(actor=actor).get(pk=_uuid_or_404(session_id))
+    except Session.DoesNotExist as error:
+        raise Http404("session not found") from error
+
+
+def message_list_for_session(*, session: Session) -> QuerySet[Message]:
+    # Queued messages have no position yet: they join the transcript when their run starts.
+    return Message.objects.filter(session=session).order_by("position", "created_at")
+
+
+def run_list_for_actor(*, actor: Actor) -> QuerySet[Run]:
+    return Run.objects.filter(tenant=actor.tenant)
+
+
+def run_get_for_actor(*, actor: Actor, run_id: UUID | str) -> Run:
+    try:
+        return run_list_for_actor(actor=actor).get(pk=_uuid_or_404(run_id))
+    except Run.DoesNotExist as error:
+        raise Http404("run not found") from error
+
+
+def queued_runs_for_session(*, session: Session) -> QuerySet[Run]:
+    return Run.objects.filter(session=session, status=RunStatus.QUEUED).order_by("created_at", "id")
+
+
+def events_for_run(*, run: Run, after_seq: int = 0) -> QuerySet[RunEvent]:
+    return RunEvent.objects.filter(run=run, seq__gt=after_seq).order_by("seq")
+
+
+def events_for_session(*, session: Session, after_seq: int = 0) -> QuerySet[RunEvent]:
+    return RunEvent.objects.filter(session=session, seq__gt=after_seq).order_by("seq")

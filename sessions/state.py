@@ -1,0 +1,109 @@
+"""The run and step state machines: one table each, conditional updates, audit events.
+
+Every transition is ``UPDATE … WHERE id = ? AND status = ? AND version = ?``; losing a
+race (another worker moved the row first) raises ``StaleTransition`` and changes nothing.
+"""
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from sessions.events import emit_event
+from sessions.models import Run, RunStatus, Step, StepStatus
+
+S = RunStatus
+RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.CREATED: frozenset({S.QUEUED, S.CANCELLED}),
+    S.QUEUED: frozenset({S.PLANNING, S.CANCELLED, S.FAILED}),
+    S.PLANNING: frozenset({S.EXECUTING, S.QUEUED, S.CANCELLING, S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMEOUT}),
+    S.EXECUTING: frozenset(
+        {S.AWAITING_APPROVAL, S.QUEUED, S.CANCELLING, S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMEOUT}
+    ),
+    S.AWAITING_APPROVAL: frozenset({S.EXECUTING, S.QUEUED, S.CANCELLING, S.FAILED, S.CANCELLED, S.TIMEOUT}),
+    S.CANCELLING: frozenset({S.CANCELLED, S.FAILED}),
+    S.COMPLETED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.TIMEOUT: frozenset(),
+}
+TERMINAL_RUN_STATUSES = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMEOUT})
+ACTIVE_RUN_STATUSES = frozenset({S.PLANNING, S.EXECUTING, S.AWAITING_APPROVAL, S.CANCELLING})
+TERMINAL_EVENT_TYPES = {
+    S.COMPLETED: "run.completed",
+    S.FAILED: "run.failed",
+    S.CANCELLED: "run.cancelled",
+    S.TIMEOUT: "run.timeout",
+}
+
+T = StepStatus
+STEP_TRANSITIONS: dict[str, frozenset[str]] = {
+    T.PENDING: frozenset({T.RUNNING, T.SKIPPED, T.CANCELLED}),
+    T.RUNNING: frozenset({T.COMPLETED, T.FAILED, T.CANCELLED}),
+    T.COMPLETED: frozenset(),
+    T.FAILED: frozenset(),
+    T.SKIPPED: frozenset(),
+    T.CANCELLED: frozenset(),
+}
+OPEN_STEP_STATUSES = frozenset({T.PENDING, T.RUNNING})
+
+
+class InvalidTransition(Exception):
+    """The state machine does not allow this move."""
+
+
+class StaleTransition(Exception):
+    """The row changed since it was read: another worker or request moved it first."""
+
+
+def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields: Any) -> Run:
+    """Move ``run`` to ``to_status`` (updating ``run`` in place) and audit it as a run.status event."""
+    from_status = run.status
+    if to_status not in RUN_TRANSITIONS[from_status]:
+        raise InvalidTransition(f"run {run.pk}: {from_status} → {to_status} is not allowed")
+    now = timezone.now()
+    if to_status in TERMINAL_RUN_STATUSES:
+        fields.setdefault("finished_at", now)
+        fields.setdefault("lease_owner", "")
+        fields.setdefault("lease_expires_at", None)
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run.pk, status=from_status, version=run.version).update(
+            status=to_status, version=F("version") + 1, **fields
+        )
+        if updated != 1:
+            raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
+        run.status = to_status
+        run.version += 1
+        for name, value in fields.items():
+            setattr(run, name, value)
+        audit = {"from": from_status, "to": to_status, "actor": actor}
+        if fields.get("stop_reason"):
+            audit["stop_reason"] = fields["stop_reason"]
+        emit_event(session_id=run.session_id, run_id=run.pk, event_type="run.status", data=audit)
+        if to_status in TERMINAL_RUN_STATUSES:
+            _close_open_steps(run)
+    return run
+
+
+def _close_open_steps(run: Run) -> None:
+    """A finished run leaves no step pending or running."""
+    Step.objects.filter(run=run, status__in=OPEN_STEP_STATUSES).update(
+        status=StepStatus.CANCELLED, version=F("version") + 1, finished_at=timezone.now()
+    )
+
+
+def step_transition(step: Step, to_status: str, **fields: Any) -> Step:
+    from_status = step.status
+    if to_status not in STEP_TRANSITIONS[from_status]:
+        raise InvalidTransition(f"step {step.pk}: {from_status} → {to_status} is not allowed")
+    updated = Step.objects.filter(pk=step.pk, status=from_status, version=step.version).update(
+        status=to_status, version=F("version") + 1, **fields
+    )
+    if updated != 1:
+        raise StaleTransition(f"step {step.pk} is no longer {from_status} at version {step.version}")
+    step.status = to_status
+    step.version += 1
+    for name, value in fields.items():
+        setattr(step, name, value)
+    return step

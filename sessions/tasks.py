@@ -1,0 +1,31 @@
+"""django-q2 tasks: thin interfaces that take ids and call the execution layer.
+
+``run_dispatch_next`` lives here too: it and ``execute_run`` refer to each other.
+"""
+
+from uuid import UUID
+
+from django.db import transaction
+from django_q.tasks import async_task
+
+from sessions.execution import run_execute
+from sessions.lane import next_runnable_run_id
+
+
+def execute_run(run_id: str) -> None:
+    """Run one agent run to its end. Idempotent: a run that is not queued is left alone."""
+    session_id = run_execute(run_id=UUID(run_id))
+    if session_id is not None:
+        run_dispatch_next(session_id=session_id)
+
+
+def run_dispatch_next(*, session_id: UUID) -> UUID | None:
+    """Enqueue the task for the session's next run, when its lane is free."""
+    run_id = next_runnable_run_id(session_id)
+    if run_id is not None:
+        async_task(execute_run, str(run_id), task_name=f"run-{run_id}")
+    return run_id
+
+
+def dispatch_on_commit(*, session_id: UUID) -> None:
+    transaction.on_commit(lambda: run_dispatch_next(session_id=session_id))

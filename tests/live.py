@@ -1,0 +1,153 @@
+"""Real processes for integration tests: an ASGI server and django-q2 clusters.
+
+They run against the test database (SQLite file or PostgreSQL test database) and, when
+REDIS_URL is set, the same Redis, so a test sees what a user of a deployment sees.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL that points another process at the database this test run uses."""
+    database = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{database['NAME']}"
+    user = database.get("USER") or ""
+    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
+    credentials = f"{user}{password}@" if user else ""
+    host = database.get("HOST") or "127.0.0.1"
+    port = database.get("PORT") or 5432
+    return f"postgres://{credentials}{host}:{port}/{database['NAME']}"
+
+
+def child_environment(**overrides: str) -> dict[str, str]:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
+    environment.update(
+        {
+            "DATABASE_URL": test_database_url(),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "PYTHONUNBUFFERED": "1",
+            "DEBUG": "true",
+        }
+    )
+    if settings.REDIS_URL:
+        environment["REDIS_URL"] = settings.REDIS_URL
+    environment.update(overrides)
+    return environment
+
+
+class LiveProcess:
+    def __init__(self, argv: list[str], environment: dict[str, str], log_path: Path) -> None:
+        self.argv = argv
+        self.environment = environment
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "LiveProcess":
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(  # noqa: S603 - argv built by the tests
+            self.argv, cwd=ROOT, env=self.environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no chance to clean up, like a crashed host."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class LiveStack:
+    """Starts workers (and optionally an ASGI server) sharing one environment."""
+
+    def __init__(self, log_dir: Path, **environment: str) -> None:
+        self.log_dir = log_dir
+        # Workers share the test process's cluster name, hence its queue.
+        self.environment = child_environment(**environment)
+        self.workers: list[LiveProcess] = []
+        self.server: LiveProcess | None = None
+        self.port = 0
+
+    def start_worker(self, *, workers: int = 2) -> LiveProcess:
+        environment = dict(self.environment, Q_WORKERS=str(workers))
+        log_path = self.log_dir / f"worker-{len(self.workers)}.log"
+        worker = LiveProcess([sys.executable, "manage.py", "qcluster"], environment, log_path).start()
+        self.workers.append(worker)
+        return worker
+
+    def start_server(self) -> LiveProcess:
+        self.port = free_port()
+        argv = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+                "--port", str(self.port), "--lifespan", "off", "--no-access-log"]
+        self.server = LiveProcess(argv, self.environment, self.log_dir / "server.log").start()
+        self._wait_for_server()
+        return self.server
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def websocket_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def _wait_for_server(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        tail = self.server.log_tail() if self.server else ""
+        raise RuntimeError(f"ASGI server did not start:\n{tail}")
+
+    def stop(self) -> None:
+        for process in [*self.workers, *([self.server] if self.server else [])]:
+            process.stop()
+
+    def logs(self) -> str:
+        parts = [f"--- {p.log_path.name}\n{p.log_tail()}" for p in [*self.workers, *([self.server] or [])] if p]
+        return "\n".join(parts)
+
+
+def wait_until(condition: Any, *, timeout: float = 20.0, interval: float = 0.05, message: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message or condition}")
