@@ -43,6 +43,10 @@ class Agent(models.Model):
     max_steps = models.PositiveIntegerField(default=20)
     # The most output tokens of one model response.
     max_tokens = models.PositiveIntegerField(default=4096)
+    # Tool names whose calls wait for a person's approval before they run.
+    approval_required_tools = models.JSONField(default=list, blank=True)
+    # Wall-clock limit of one run; empty means the tenant's default.
+    run_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

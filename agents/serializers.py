@@ -8,6 +8,9 @@ class AgentSerializer(StrictModelSerializer):
     model_provider = serializers.ChoiceField(choices=ModelProvider.choices, required=False)
     model_label = serializers.CharField(read_only=True)
     created_by = serializers.EmailField(source="created_by.email", read_only=True, default=None)
+    approval_required_tools = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, max_length=100
+    )
 
     class Meta:
         model = Agent
@@ -23,6 +26,8 @@ class AgentSerializer(StrictModelSerializer):
             "temperature",
             "max_steps",
             "max_tokens",
+            "approval_required_tools",
+            "run_timeout_seconds",
             "is_active",
             "created_by",
             "created_at",

@@ -1,5 +1,6 @@
 """Writes to agents. Validation of business rules lives here, with field-level errors."""
 
+import re
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -37,6 +38,16 @@ def _validate_agent(*, agent: Agent) -> None:
         errors["max_steps"] = [f"Must be between {MAX_STEPS_RANGE[0]} and {MAX_STEPS_RANGE[1]}."]
     if not MAX_TOKENS_RANGE[0] <= agent.max_tokens <= MAX_TOKENS_RANGE[1]:
         errors["max_tokens"] = [f"Must be between {MAX_TOKENS_RANGE[0]} and {MAX_TOKENS_RANGE[1]}."]
+    names = agent.approval_required_tools
+    if not isinstance(names, list) or not all(
+        isinstance(n, str) and TOOL_NAME_PATTERN.match(n) for n in names
+    ):
+        errors["approval_required_tools"] = ["Must be a list of tool names (letters, digits, _ and -)."]
+    timeout = agent.run_timeout_seconds
+    if timeout is not None and not RUN_TIMEOUT_RANGE[0] <= timeout <= RUN_TIMEOUT_RANGE[1]:
+        errors["run_timeout_seconds"] = [
+            f"Must be between {RUN_TIMEOUT_RANGE[0]} and {RUN_TIMEOUT_RANGE[1]}."
+        ]
     name_taken = Agent.objects.filter(tenant_id=agent.tenant_id, name=agent.name.strip()).exclude(pk=agent.pk)
     if "name" not in errors and name_taken.exists():
         errors["name"] = ["An agent with this name already exists in this tenant."]

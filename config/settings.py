@@ -5,9 +5,11 @@ mode, the django-q2 ORM broker, no cross-process channel layer, local-memory cac
 DEBUG on. ``DATABASE_URL`` and ``REDIS_URL`` switch to PostgreSQL and Redis.
 """
 
+import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float, env_int, env_list, env_str, require_in_production
 
@@ -94,7 +96,9 @@ if DATABASE_URL.startswith("sqlite:///"):
     SQLITE_PATH = DATABASE_URL.removeprefix("sqlite:///")
     SQLITE_PATH = SQLITE_PATH if SQLITE_PATH.startswith("/") else str(BASE_DIR / SQLITE_PATH)
 if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))}
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
+    }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     DATABASES = {
@@ -111,8 +115,9 @@ else:
                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
                 ),
             },
-            # A file, not :memory:, so worker processes started by tests share it.
-            "TEST": {"NAME": str(DATA_DIR / "test-agentry.sqlite3")},
+            # A file, not :memory:, so worker processes started by tests share it; one per
+            # test process so concurrent test runs on one machine do not collide.
+            "TEST": {"NAME": str(DATA_DIR / f"test-agentry-{os.getpid()}.sqlite3")},
         }
     }
 IS_SQLITE = DATABASES["default"]["ENGINE"].endswith("sqlite3")
@@ -129,7 +134,14 @@ if REDIS_URL:
         }
     }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # A file cache is shared by the server and worker processes of one host (throttles,
+    # django-q2 cluster stats); the embedded default is one host by definition.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(DATA_DIR / "cache"),
+        }
+    }
     # In-process only: the embedded default's subscribers read the event store instead.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -220,6 +232,15 @@ MODEL_TIMEOUT_SECONDS = env_float("MODEL_TIMEOUT_SECONDS", 120.0)
 RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 60.0)
 RUN_STOP_CHECK_SECONDS = env_float("RUN_STOP_CHECK_SECONDS", 0.25)
 RUN_MAX_PARALLEL_TOOLS = env_int("RUN_MAX_PARALLEL_TOOLS", 4)
+
+RUN_SWEEP_INTERVAL_SECONDS = env_float("RUN_SWEEP_INTERVAL_SECONDS", 15.0)
+RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 3)
+APPROVAL_TTL_SECONDS = env_float("APPROVAL_TTL_SECONDS", 600.0)
+APPROVAL_DEFAULT_DECISION = env_str("APPROVAL_DEFAULT_DECISION", "deny")
+if APPROVAL_DEFAULT_DECISION not in ("approve", "deny"):
+    raise ImproperlyConfigured("APPROVAL_DEFAULT_DECISION must be approve or deny")
+IDEMPOTENCY_WINDOW_SECONDS = env_int("IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600)
+RUN_EVENT_RETENTION_DAYS = env_int("RUN_EVENT_RETENTION_DAYS", 30)
 
 # --- i18n, static ----------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

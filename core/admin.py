@@ -19,7 +19,9 @@ def tenant_ids_with_role(request: HttpRequest, required_role: str) -> list[Any]:
     cache_name = f"_agentry_admin_tenants_{required_role}"
     cached = getattr(request, cache_name, None)
     if cached is None:
-        memberships = Membership.objects.filter(user_id=int(request.user.pk or 0)).values_list("tenant_id", "role")
+        memberships = Membership.objects.filter(user_id=int(request.user.pk or 0)).values_list(
+            "tenant_id", "role"
+        )
         cached = [tenant_id for tenant_id, role in memberships if role_at_least(role, required_role)]
         setattr(request, cache_name, cached)
     return cached

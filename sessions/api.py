@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.selectors import agent_get_for_actor
+from core.api.errors import error_body
 from core.api.viewsets import TenantScopedViewSet
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
@@ -18,6 +19,8 @@ from sessions.selectors import (
     session_list_for_actor,
 )
 from sessions.serializers import (
+    ApproveSerializer,
+    ToolApprovalSerializer,
     MessageCreateSerializer,
     MessageSerializer,
     PostMessageResponseSerializer,
@@ -27,7 +30,15 @@ from sessions.serializers import (
     SessionCreateSerializer,
     SessionSerializer,
 )
-from sessions.services import run_cancel, session_create, session_delete, session_post_message
+from sessions.services import (
+    LaneBusy,
+    run_approve,
+    run_cancel,
+    run_retry,
+    session_create,
+    session_delete,
+    session_post_message,
+)
 from tenants.models import Role
 
 EVENT_PAGE_SIZE = 500
@@ -36,6 +47,16 @@ EventPage = inline_serializer(
     "RunEventPage",
     {"results": RunEventSerializer(many=True), "next": serializers.CharField(allow_null=True)},
 )
+
+
+IDEMPOTENCY_KEY_MAX_LENGTH = 200
+
+
+def idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
+        raise ValidationError({"idempotency_key": [f"Use at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters."]})
+    return key or None
 
 
 def parse_after(request: Request) -> int:
@@ -62,8 +83,12 @@ def event_page(request: Request, events: QuerySet[RunEvent]) -> Response:
 @extend_schema_view(
     list=extend_schema(summary="List sessions", tags=["sessions"]),
     retrieve=extend_schema(summary="Read a session", tags=["sessions"]),
-    create=extend_schema(summary="Start a session with an agent", tags=["sessions"],
-                         request=SessionCreateSerializer, responses={201: SessionSerializer}),
+    create=extend_schema(
+        summary="Start a session with an agent",
+        tags=["sessions"],
+        request=SessionCreateSerializer,
+        responses={201: SessionSerializer},
+    ),
     destroy=extend_schema(summary="Delete a session", tags=["sessions"]),
 )
 class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
@@ -89,10 +114,19 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         session_delete(actor=self.actor, session=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-    @extend_schema(summary="List the session's messages", tags=["sessions"],
-                   responses=MessageSerializer(many=True), methods=["GET"])
-    @extend_schema(summary="Post a message: stores it and queues a run", tags=["sessions"],
-                   request=MessageCreateSerializer, responses={202: PostMessageResponseSerializer}, methods=["POST"])
+    @extend_schema(
+        summary="List the session's messages",
+        tags=["sessions"],
+        responses=MessageSerializer(many=True),
+        methods=["GET"],
+    )
+    @extend_schema(
+        summary="Post a message: stores it and queues a run",
+        tags=["sessions"],
+        request=MessageCreateSerializer,
+        responses={202: PostMessageResponseSerializer},
+        methods=["POST"],
+    )
     @action(detail=True, methods=["get", "post"])
     def messages(self, request: Request, pk: str | None = None) -> Response:
         session = self.get_object()
@@ -101,35 +135,84 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             return self.get_paginated_response(MessageSerializer(page, many=True).data)
         serializer = MessageCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        message, run = session_post_message(
-            actor=self.actor, session=session, content=serializer.validated_data["content"]
-        )
+        try:
+            message, run = session_post_message(
+                actor=self.actor,
+                session=session,
+                content=serializer.validated_data["content"],
+                multitask=serializer.validated_data["multitask"],
+                idempotency_key=idempotency_key(request),
+            )
+        except LaneBusy as busy:
+            body = error_body(
+                "run_active",
+                f"Run {busy.active_run.pk} is active in this session.",
+                {"active_run": [str(busy.active_run.pk)]},
+            )
+            return Response(body, status=status.HTTP_409_CONFLICT)
         body = {"message": MessageSerializer(message).data, "run": RunSummarySerializer(run).data}
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
-    @extend_schema(summary="The session's events after a sequence number", tags=["events"],
-                   parameters=[AFTER_PARAMETER], responses=EventPage)
+    @extend_schema(
+        summary="The session's events after a sequence number",
+        tags=["events"],
+        parameters=[AFTER_PARAMETER],
+        responses=EventPage,
+    )
     @action(detail=True, methods=["get"])
     def events(self, request: Request, pk: str | None = None) -> Response:
-        return event_page(request, events_for_session(session=self.get_object(), after_seq=parse_after(request)))
+        return event_page(
+            request, events_for_session(session=self.get_object(), after_seq=parse_after(request))
+        )
 
 
 @extend_schema_view(retrieve=extend_schema(summary="Read a run with its steps and usage", tags=["runs"]))
 class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
     serializer_class = RunSerializer
-    required_roles = {"cancel": Role.MEMBER}
+    required_roles = {"cancel": Role.MEMBER, "retry": Role.MEMBER, "approve": Role.MEMBER}
 
     def get_queryset(self) -> QuerySet[Run]:
-        return run_list_for_actor(actor=self.actor).prefetch_related("steps")
+        return run_list_for_actor(actor=self.actor).prefetch_related("steps", "approvals__decided_by")
 
-    @extend_schema(summary="The run's events after a sequence number", tags=["events"],
-                   parameters=[AFTER_PARAMETER], responses=EventPage)
+    @extend_schema(
+        summary="The run's events after a sequence number",
+        tags=["events"],
+        parameters=[AFTER_PARAMETER],
+        responses=EventPage,
+    )
     @action(detail=True, methods=["get"])
     def events(self, request: Request, pk: str | None = None) -> Response:
         return event_page(request, events_for_run(run=self.get_object(), after_seq=parse_after(request)))
 
-    @extend_schema(summary="Cancel the run", tags=["runs"], request=None, responses={202: RunSummarySerializer})
+    @extend_schema(
+        summary="Cancel the run", tags=["runs"], request=None, responses={202: RunSummarySerializer}
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         run = run_cancel(actor=self.actor, run=self.get_object())
         return Response(RunSummarySerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        summary="Retry a failed, cancelled or timed-out run",
+        tags=["runs"],
+        request=None,
+        responses={202: RunSummarySerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        run = run_retry(actor=self.actor, run=self.get_object())
+        return Response(RunSummarySerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        summary="Approve or deny a tool call that waits for approval",
+        tags=["runs"],
+        request=ApproveSerializer,
+        responses={200: ToolApprovalSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        serializer = ApproveSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        approval = run_approve(actor=self.actor, run=run, **serializer.validated_data)
+        return Response(ToolApprovalSerializer(approval).data)

@@ -16,10 +16,28 @@ from sessions.sequences import next_session_number
 
 EVENT_TYPES = frozenset(
     {
-        "run.queued", "run.started", "run.status", "run.completed", "run.failed", "run.cancelled",
-        "run.timeout", "step.started", "step.completed", "message.started", "text.delta",
-        "reasoning.delta", "message.completed", "tool.call", "tool.result", "approval.required",
-        "approval.resolved", "plan.created", "plan.updated", "compaction", "usage", "error",
+        "run.queued",
+        "run.started",
+        "run.status",
+        "run.completed",
+        "run.failed",
+        "run.cancelled",
+        "run.timeout",
+        "step.started",
+        "step.completed",
+        "message.started",
+        "text.delta",
+        "reasoning.delta",
+        "message.completed",
+        "tool.call",
+        "tool.result",
+        "approval.required",
+        "approval.resolved",
+        "plan.created",
+        "plan.updated",
+        "compaction",
+        "usage",
+        "error",
     }
 )
 
@@ -49,6 +67,8 @@ def emit_event(*, session_id: UUID, run_id: UUID | None, event_type: str, data: 
         raise ValueError(f"unknown event type {event_type!r}")
     with transaction.atomic():
         seq = next_session_number(session_id=session_id, counter="last_event_seq")
-        event = RunEvent.objects.create(session_id=session_id, run_id=run_id, seq=seq, type=event_type, data=data)
+        event = RunEvent.objects.create(
+            session_id=session_id, run_id=run_id, seq=seq, type=event_type, data=data
+        )
         publish_after_commit(session_group_name(session_id), event_envelope(event))
     return event

@@ -7,10 +7,12 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from agents.model_clients import ProviderNotConfigured, model_client_for
 from agents.runtime.loop import LoopConfig, LoopResult, run_agent_loop
 from agents.runtime.types import ChatMessage
+from sessions.approvals import DjangoApprovalGate
 from sessions.events import emit_event
 from sessions.lane import new_lease_owner, run_claim
 from sessions.models import Message, MessageRole, Run, RunStatus, StopReason
@@ -42,7 +44,12 @@ def run_execute(*, run_id: UUID) -> UUID | None:
         _execute_claimed(run, owner=owner)
     except Exception as error:
         logger.exception("run %s crashed", run.pk)
-        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.ERROR, error=f"{type(error).__name__}: {error}")
+        run_finish(
+            run,
+            status=RunStatus.FAILED,
+            stop_reason=StopReason.ERROR,
+            error=f"{type(error).__name__}: {error}",
+        )
     return run.session_id
 
 
@@ -53,8 +60,7 @@ def _execute_claimed(run: Run, *, owner: str) -> None:
     except ProviderNotConfigured as error:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
-    timeout_seconds = run.agent_config.get("run_timeout_seconds") or tenant_limit(run.tenant, "run_timeout_seconds")
-    recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=time.monotonic() + timeout_seconds)
+    recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
     result = run_agent_loop(
         config=loop_config_for(run.agent_config),
         history=transcript_for(run),
@@ -62,8 +68,17 @@ def _execute_claimed(run: Run, *, owner: str) -> None:
         tools=tool_provider_for_run(run),
         recorder=recorder,
         model_calls_done=run.model_calls,
+        approvals=DjangoApprovalGate(run),
     )
     _record_loop_result(run, result)
+
+
+def _deadline_for(run: Run) -> float:
+    """The monotonic time the run's wall-clock limit ends, counted from its first start."""
+    limit = run.agent_config.get("run_timeout_seconds") or tenant_limit(run.tenant, "run_timeout_seconds")
+    started_at = run.started_at or timezone.now()
+    elapsed = (timezone.now() - started_at).total_seconds()
+    return time.monotonic() + max(0.0, limit - elapsed)
 
 
 def loop_config_for(agent_config: dict[str, Any]) -> LoopConfig:
@@ -97,8 +112,23 @@ def _record_loop_result(run: Run, result: LoopResult) -> None:
     if result.stop_reason == "lease_lost":
         logger.warning("run %s: lease lost; another worker continues it", run.pk)
         return
+    if result.stop_reason == "awaiting_approval":
+        _pause_for_approval(run)
+        return
     status, stop_reason = LOOP_OUTCOMES[result.stop_reason]
     run_finish(run, status=status, stop_reason=stop_reason, error=result.error or "")
+
+
+def _pause_for_approval(run: Run) -> None:
+    """Release the worker while people decide; a decision (or the TTL) queues the run again."""
+    run.refresh_from_db()
+    if run.status == RunStatus.CANCELLING:
+        run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        return
+    try:
+        run_transition(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None)
+    except StaleTransition:
+        run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
 def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", actor: str = "system") -> Run:
@@ -116,8 +146,12 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
                 data: dict[str, Any] = {"status": target, "stop_reason": stop_reason, "usage": run.usage}
                 if error:
                     data["error"] = error
-                emit_event(session_id=run.session_id, run_id=run.pk, event_type=TERMINAL_EVENT_TYPES[target],
-                           data=data)
+                emit_event(
+                    session_id=run.session_id,
+                    run_id=run.pk,
+                    event_type=TERMINAL_EVENT_TYPES[target],
+                    data=data,
+                )
             return run
         except StaleTransition:
             continue  # a cancel request moved the run meanwhile: re-read and finish from there

@@ -58,13 +58,21 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
             return None
         now = timezone.now()
         run_transition(
-            run, RunStatus.PLANNING, lease_owner=owner, lease_expires_at=lease_expiry(),
-            started_at=run.started_at or now, attempt=run.attempt + 1,
+            run,
+            RunStatus.PLANNING,
+            lease_owner=owner,
+            lease_expires_at=lease_expiry(),
+            started_at=run.started_at or now,
+            attempt=max(run.attempt, 1),
         )
         if run.user_message_id is not None:
             _place_user_message(run)
-        emit_event(session_id=run.session_id, run_id=run.pk, event_type="run.started",
-                   data={"attempt": run.attempt, "agent_id": str(run.agent_id) if run.agent_id else None})
+        emit_event(
+            session_id=run.session_id,
+            run_id=run.pk,
+            event_type="run.started",
+            data={"attempt": run.attempt, "agent_id": str(run.agent_id) if run.agent_id else None},
+        )
     return run
 
 

@@ -55,7 +55,9 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["session", "position"]
-        constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_unique_position")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="message_unique_position")
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"
@@ -103,7 +105,12 @@ class Run(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    parent_run = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    parent_run = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+    )
+    retry_of = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="retries"
+    )
     # The agent's configuration when the run was created: editing the agent mid-run
     # must not change a run that already started.
     agent_config = models.JSONField(default=dict)
@@ -206,3 +213,56 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.seq} {self.type}"
+
+
+class IdempotencyRecord(models.Model):
+    """Remembers what a POST with an Idempotency-Key created, for the repeat of it."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user", "key"], name="idempotency_unique_key_per_user")
+        ]
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+
+class ToolApproval(models.Model):
+    """A tool call waiting for (or given) a person's decision. The audit of who decided what."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    tool_call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    # What the call was allowed to do: approve or deny (for expired ones, the default applied).
+    decision = models.CharField(max_length=10, blank=True)
+    reason = models.CharField(max_length=1000, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="approval_unique_call_per_run")
+        ]
+        indexes = [models.Index(fields=["status", "expires_at"], name="approval_status_expiry")]

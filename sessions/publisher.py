@@ -23,11 +23,15 @@ class _Publisher:
         self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
         self._thread: threading.Thread | None = None
 
-    def _ensure_started(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, dict[str, Any]] | None]]:
+    def _ensure_started(
+        self,
+    ) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, dict[str, Any]] | None]]:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 ready = threading.Event()
-                self._thread = threading.Thread(target=self._run, args=(ready,), name="event-publisher", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, args=(ready,), name="event-publisher", daemon=True
+                )
                 self._thread.start()
                 ready.wait(timeout=5)
             assert self._loop is not None and self._queue is not None

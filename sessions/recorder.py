@@ -18,7 +18,11 @@ from sessions.state import step_transition
 
 def message_role_for(message: ChatMessage) -> str:
     """Tool results travel as a user turn to the model but are stored as their own role."""
-    if message.role == "user" and message.content and all(b.get("type") == "tool_result" for b in message.content):
+    if (
+        message.role == "user"
+        and message.content
+        and all(b.get("type") == "tool_result" for b in message.content)
+    ):
         return MessageRole.TOOL
     return message.role
 
@@ -39,8 +43,13 @@ class DjangoRunRecorder:
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
         step = Step.objects.create(
-            run=self.run, index=self._next_step_index, kind=kind, status=StepStatus.RUNNING, input=input,
-            tool_call_id=str(input.get("tool_call_id", "")), started_at=timezone.now(),
+            run=self.run,
+            index=self._next_step_index,
+            kind=kind,
+            status=StepStatus.RUNNING,
+            input=input,
+            tool_call_id=str(input.get("tool_call_id", "")),
+            started_at=timezone.now(),
         )
         self._next_step_index += 1
         self._steps[str(step.pk)] = step
@@ -57,23 +66,38 @@ class DjangoRunRecorder:
                 run_update["model_calls"] = F("model_calls") + 1
             if run_update:
                 Run.objects.filter(pk=self.run.pk).update(**run_update)
-            self.emit("step.completed", {"step_id": step_id, "index": step.index, "kind": step.kind,
-                                         "status": StepStatus.COMPLETED})
+            self.emit(
+                "step.completed",
+                {"step_id": step_id, "index": step.index, "kind": step.kind, "status": StepStatus.COMPLETED},
+            )
 
     def fail_step(self, step_id: str, *, error: str) -> None:
         step = self._steps.pop(step_id)
         with transaction.atomic():
             step_transition(step, StepStatus.FAILED, error=error, finished_at=timezone.now())
-            self.emit("step.completed", {"step_id": step_id, "index": step.index, "kind": step.kind,
-                                         "status": StepStatus.FAILED, "error": error})
+            self.emit(
+                "step.completed",
+                {
+                    "step_id": step_id,
+                    "index": step.index,
+                    "kind": step.kind,
+                    "status": StepStatus.FAILED,
+                    "error": error,
+                },
+            )
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         with transaction.atomic():
             position = next_session_number(session_id=self.run.session_id, counter="last_message_position")
             Message.objects.create(
-                tenant_id=self.run.tenant_id, session_id=self.run.session_id, position=position,
-                role=message_role_for(message), content=message.content, run=self.run,
-                input_tokens=usage.input_tokens if usage else 0, output_tokens=usage.output_tokens if usage else 0,
+                tenant_id=self.run.tenant_id,
+                session_id=self.run.session_id,
+                position=position,
+                role=message_role_for(message),
+                content=message.content,
+                run=self.run,
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
             )
 
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
@@ -82,7 +106,9 @@ class DjangoRunRecorder:
         ).first()
         if step is None:
             return None
-        return ToolOutcome(content=str(step.output.get("content", "")), is_error=bool(step.output.get("is_error")))
+        return ToolOutcome(
+            content=str(step.output.get("content", "")), is_error=bool(step.output.get("is_error"))
+        )
 
     def stop_requested(self) -> StopRequestReason | None:
         """Re-read the run at most every RUN_STOP_CHECK_SECONDS; renew the lease as it goes."""
@@ -99,9 +125,11 @@ class DjangoRunRecorder:
         return self._stop_reason
 
     def _read_stop_reason(self) -> StopRequestReason | None:
-        renewed = Run.objects.filter(pk=self.run.pk, lease_owner=self.lease_owner).exclude(
-            status=RunStatus.CANCELLING
-        ).update(lease_expires_at=timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS))
+        renewed = (
+            Run.objects.filter(pk=self.run.pk, lease_owner=self.lease_owner)
+            .exclude(status=RunStatus.CANCELLING)
+            .update(lease_expires_at=timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS))
+        )
         if renewed:
             return None
         current = Run.objects.filter(pk=self.run.pk).values("status", "lease_owner").first()

@@ -1,9 +1,10 @@
 from uuid import UUID
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
+from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
 
 
@@ -14,10 +15,21 @@ def _uuid_or_404(value: UUID | str) -> UUID:
         raise Http404("not found") from error
 
 
+LANE_STATUSES = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
+
+
 def session_list_for_actor(*, actor: Actor) -> QuerySet[Session]:
-    return Session.objects.filter(tenant=actor.tenant).select_related("agent", "created_by").annotate(
-        queued_runs=Count("runs", filter=Q(runs__status=RunStatus.QUEUED))
-    ).order_by("-updated_at", "id")
+    lane_runs = (
+        Run.objects.filter(status__in=LANE_STATUSES)
+        .order_by("created_at", "id")
+        .only("id", "session_id", "status", "created_at")
+    )
+    return (
+        Session.objects.filter(tenant=actor.tenant)
+        .select_related("agent", "created_by")
+        .prefetch_related(Prefetch("runs", queryset=lane_runs, to_attr="lane_runs"))
+        .order_by("-updated_at", "id")
+    )
 
 
 def session_get_for_actor(*, actor: Actor, session_id: UUID | str) -> Session:

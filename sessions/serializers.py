@@ -4,19 +4,54 @@ from rest_framework import serializers
 
 from core.api.serializers import StrictSerializer
 from sessions.events import event_envelope
-from sessions.models import Message, Run, RunEvent, Session, Step
+from sessions.models import Message, Run, RunEvent, Session, Step, ToolApproval
 
 
-class SessionSerializer(serializers.ModelSerializer):
+def _lane(session: Session) -> list[Run]:
+    # Filled by the selector's prefetch: the session's active and queued runs, oldest first.
+    return list(getattr(session, "lane_runs", []))
+
+
+class SessionLaneMixin:
+    def get_status(self, session: Session) -> str:
+        """idle, queued, running or awaiting_approval: what the lane is doing now."""
+        lane = _lane(session)
+        active = [run for run in lane if run.status != "queued"]
+        if active:
+            return "awaiting_approval" if active[0].status == "awaiting_approval" else "running"
+        return "queued" if lane else "idle"
+
+    def get_active_run(self, session: Session) -> str | None:
+        active = [run for run in _lane(session) if run.status != "queued"]
+        return str(active[0].pk) if active else None
+
+    def get_queue(self, session: Session) -> list[str]:
+        return [str(run.pk) for run in _lane(session) if run.status == "queued"]
+
+
+class SessionSerializer(SessionLaneMixin, serializers.ModelSerializer):
     agent = serializers.UUIDField(source="agent_id", read_only=True)
     agent_name = serializers.CharField(source="agent.name", read_only=True)
     created_by = serializers.EmailField(source="created_by.email", read_only=True, default=None)
-    queued_runs = serializers.IntegerField(read_only=True, default=0)
+    status = serializers.SerializerMethodField()
+    active_run = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField(help_text="Queued run ids in the order they will run.")
 
     class Meta:
         model = Session
-        fields = ["id", "agent", "agent_name", "title", "created_by", "queued_runs", "last_event_seq",
-                  "created_at", "updated_at"]
+        fields = [
+            "id",
+            "agent",
+            "agent_name",
+            "title",
+            "created_by",
+            "status",
+            "active_run",
+            "queue",
+            "last_event_seq",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
 
@@ -32,8 +67,18 @@ class MessageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Message
-        fields = ["id", "role", "content", "text", "position", "is_queued", "run", "input_tokens",
-                  "output_tokens", "created_at"]
+        fields = [
+            "id",
+            "role",
+            "content",
+            "text",
+            "position",
+            "is_queued",
+            "run",
+            "input_tokens",
+            "output_tokens",
+            "created_at",
+        ]
         read_only_fields = fields
 
     def get_is_queued(self, message: Message) -> bool:
@@ -42,13 +87,59 @@ class MessageSerializer(serializers.ModelSerializer):
 
 class MessageCreateSerializer(StrictSerializer):
     content = serializers.CharField(max_length=100_000, allow_blank=True, trim_whitespace=False)
+    multitask = serializers.ChoiceField(
+        choices=["enqueue", "reject", "interrupt"],
+        default="enqueue",
+        help_text="With a run already active: queue behind it, answer 409, or cancel it and run this one.",
+    )
+
+
+class ApproveSerializer(StrictSerializer):
+    tool_call_id = serializers.CharField(max_length=200)
+    decision = serializers.ChoiceField(choices=["approve", "deny"])
+    reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+
+
+class ToolApprovalSerializer(serializers.ModelSerializer):
+    decided_by = serializers.EmailField(source="decided_by.email", read_only=True, default=None)
+
+    class Meta:
+        model = ToolApproval
+        fields = [
+            "id",
+            "tool_call_id",
+            "tool_name",
+            "arguments",
+            "status",
+            "decision",
+            "reason",
+            "decided_by",
+            "decided_at",
+            "expires_at",
+            "created_at",
+        ]
+        read_only_fields = fields
 
 
 class StepSerializer(serializers.ModelSerializer):
     class Meta:
         model = Step
-        fields = ["id", "index", "kind", "status", "tool_call_id", "input", "output", "error", "input_tokens",
-                  "output_tokens", "cache_read_tokens", "cache_write_tokens", "started_at", "finished_at"]
+        fields = [
+            "id",
+            "index",
+            "kind",
+            "status",
+            "tool_call_id",
+            "input",
+            "output",
+            "error",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "started_at",
+            "finished_at",
+        ]
         read_only_fields = fields
 
 
@@ -65,20 +156,41 @@ class RunSerializer(serializers.ModelSerializer):
     agent = serializers.UUIDField(source="agent_id", read_only=True, allow_null=True)
     user_message = serializers.UUIDField(source="user_message_id", read_only=True, allow_null=True)
     parent_run = serializers.UUIDField(source="parent_run_id", read_only=True, allow_null=True)
+    retry_of = serializers.UUIDField(source="retry_of_id", read_only=True, allow_null=True)
     usage = UsageSerializer(read_only=True)
     steps = StepSerializer(many=True, read_only=True)
+    approvals = ToolApprovalSerializer(many=True, read_only=True)
 
     class Meta:
         model = Run
-        fields = ["id", "session", "agent", "user_message", "parent_run", "status", "stop_reason", "error",
-                  "attempt", "model_calls", "usage", "agent_config", "created_at", "started_at", "finished_at",
-                  "steps"]
+        fields = [
+            "id",
+            "session",
+            "agent",
+            "user_message",
+            "parent_run",
+            "retry_of",
+            "status",
+            "stop_reason",
+            "error",
+            "attempt",
+            "model_calls",
+            "usage",
+            "agent_config",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "steps",
+            "approvals",
+        ]
         read_only_fields = fields
 
 
 class RunSummarySerializer(RunSerializer):
     class Meta(RunSerializer.Meta):
-        fields = [name for name in RunSerializer.Meta.fields if name not in ("steps", "agent_config")]
+        fields = [
+            name for name in RunSerializer.Meta.fields if name not in ("steps", "agent_config", "approvals")
+        ]
         read_only_fields = fields
 
 

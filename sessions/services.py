@@ -1,18 +1,33 @@
 """Writes to sessions and runs, shared by the API, the pages and the websocket."""
 
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from agents.models import Agent
 from sessions.events import emit_event
 from sessions.execution import run_finish
-from sessions.models import Message, MessageRole, Run, RunStatus, Session, StopReason
+from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
+from sessions.models import (
+    IdempotencyRecord,
+    Message,
+    MessageRole,
+    Run,
+    RunStatus,
+    Session,
+    StopReason,
+    ToolApproval,
+)
+from sessions.sweeper import run_resume
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from sessions.tasks import dispatch_on_commit
 from tenants.actors import Actor
 from tenants.models import Role
+from tenants.quotas import check_post_message_quotas
 
 MAX_MESSAGE_CHARACTERS = 100_000
 
@@ -33,7 +48,9 @@ def session_create(*, actor: Actor, agent: Agent, title: str = "") -> Session:
     _require_role(actor, Role.MEMBER)
     if not agent.is_active:
         raise ValidationError({"agent": ["This agent is inactive."]})
-    return Session.objects.create(tenant=actor.tenant, agent=agent, created_by=actor.user, title=title.strip())
+    return Session.objects.create(
+        tenant=actor.tenant, agent=agent, created_by=actor.user, title=title.strip()
+    )
 
 
 def session_delete(*, actor: Actor, session: Session) -> None:
@@ -57,36 +74,171 @@ def agent_config_snapshot(agent: Agent) -> dict[str, Any]:
     }
 
 
-def session_post_message(*, actor: Actor, session: Session, content: str) -> tuple[Message, Run]:
-    """Store the user's message and a queued run in one transaction; dispatch on commit."""
-    _require_session_owner_or_admin(actor, session)
-    text = content.strip()
-    if not text:
+MultitaskMode = Literal["enqueue", "reject", "interrupt"]
+
+
+class LaneBusy(Exception):
+    """``multitask=reject`` and the session already has an active run."""
+
+    def __init__(self, active_run: Run) -> None:
+        super().__init__(f"run {active_run.pk} is active in this session")
+        self.active_run = active_run
+
+
+def _validate_message_content(content: str) -> str:
+    if not content.strip():
         raise ValidationError({"content": ["Message cannot be empty."]})
     if len(content) > MAX_MESSAGE_CHARACTERS:
-        raise ValidationError({"content": [f"Ensure this field has no more than {MAX_MESSAGE_CHARACTERS} characters."]})
-    agent = session.agent
-    if not agent.is_active:
+        raise ValidationError(
+            {"content": [f"Ensure this field has no more than {MAX_MESSAGE_CHARACTERS} characters."]}
+        )
+    return content
+
+
+def _active_run(session: Session) -> Run | None:
+    return session.runs.filter(status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
+
+
+def _idempotent_repeat(*, actor: Actor, session: Session, key: str) -> tuple[Message, Run] | None:
+    window_start = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_WINDOW_SECONDS)
+    IdempotencyRecord.objects.filter(
+        tenant=actor.tenant, user_id=actor.user_id, key=key, created_at__lt=window_start
+    ).delete()
+    record = (
+        IdempotencyRecord.objects.filter(tenant=actor.tenant, user_id=actor.user_id, key=key)
+        .select_related("message", "run")
+        .first()
+    )
+    if record is None:
+        return None
+    if record.session_id != session.pk:
+        raise ValidationError({"idempotency_key": ["This key was already used for another session."]})
+    return record.message, record.run
+
+
+def session_post_message(
+    *,
+    actor: Actor,
+    session: Session,
+    content: str,
+    multitask: MultitaskMode = "enqueue",
+    idempotency_key: str | None = None,
+) -> tuple[Message, Run]:
+    """Store the user's message and a queued run in one transaction; dispatch on commit.
+
+    The run waits in the session's lane behind any active or earlier queued run. A repeat
+    with the same ``idempotency_key`` within the window returns the first message and run.
+    """
+    _require_session_owner_or_admin(actor, session)
+    if idempotency_key and (repeat := _idempotent_repeat(actor=actor, session=session, key=idempotency_key)):
+        return repeat
+    _validate_message_content(content)
+    if not session.agent.is_active:
         raise ValidationError({"non_field_errors": ["This session's agent is inactive."]})
-    with transaction.atomic():
-        message = Message.objects.create(
-            tenant=session.tenant, session=session, position=None, role=MessageRole.USER,
-            content=[{"type": "text", "text": content}],
-        )
-        run = Run.objects.create(
-            tenant=session.tenant, session=session, agent=agent, user_message=message, created_by=actor.user,
-            agent_config=agent_config_snapshot(agent), status=RunStatus.QUEUED,
-        )
-        message.run = run
-        message.save(update_fields=["run"])
-        emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued",
-                   data={"message_id": str(message.pk)})
-        if not session.title:
-            Session.objects.filter(pk=session.pk).update(title=text[:80])
-        else:
-            session.save(update_fields=["updated_at"])
-        dispatch_on_commit(session_id=session.pk)
+    active = _active_run(session)
+    if active is not None and multitask == "reject":
+        raise LaneBusy(active)
+    check_post_message_quotas(actor=actor)
+    try:
+        with transaction.atomic():
+            message, run = _store_message_and_run(actor=actor, session=session, content=content)
+            if idempotency_key:
+                IdempotencyRecord.objects.create(
+                    tenant=actor.tenant,
+                    user_id=actor.user_id,
+                    key=idempotency_key,
+                    session=session,
+                    message=message,
+                    run=run,
+                )
+    except IntegrityError:
+        # A concurrent repeat with the same key won the insert: answer with its result.
+        repeat = _idempotent_repeat(actor=actor, session=session, key=idempotency_key or "")
+        if repeat is None:
+            raise
+        return repeat
+    if active is not None and multitask == "interrupt":
+        _interrupt_lane(actor=actor, session=session, new_run=run)
     return message, run
+
+
+def _store_message_and_run(*, actor: Actor, session: Session, content: str) -> tuple[Message, Run]:
+    message = Message.objects.create(
+        tenant=session.tenant,
+        session=session,
+        position=None,
+        role=MessageRole.USER,
+        content=[{"type": "text", "text": content}],
+    )
+    run = _queue_run(actor=actor, session=session, user_message=message)
+    message.run = run
+    message.save(update_fields=["run"])
+    if not session.title:
+        Session.objects.filter(pk=session.pk).update(title=content.strip()[:80], updated_at=timezone.now())
+    else:
+        Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    return message, run
+
+
+def _queue_run(*, actor: Actor, session: Session, user_message: Message, retry_of: Run | None = None) -> Run:
+    run = Run.objects.create(
+        tenant=session.tenant,
+        session=session,
+        agent=session.agent,
+        user_message=user_message,
+        created_by=actor.user,
+        agent_config=agent_config_snapshot(session.agent),
+        status=RunStatus.QUEUED,
+        retry_of=retry_of,
+    )
+    data = {"message_id": str(user_message.pk)}
+    if retry_of is not None:
+        data["retry_of"] = str(retry_of.pk)
+    emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued", data=data)
+    dispatch_on_commit(session_id=session.pk)
+    return run
+
+
+def _interrupt_lane(*, actor: Actor, session: Session, new_run: Run) -> None:
+    """Cancel the active run and everything queued before ``new_run``, so it runs next."""
+    ahead = session.runs.filter(
+        status__in=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED], created_at__lte=new_run.created_at
+    ).exclude(pk=new_run.pk)
+    for run in ahead:
+        run_cancel(actor=actor, run=run)
+
+
+def run_retry(*, actor: Actor, run: Run) -> Run:
+    """A new run for the same user message, linked to the original, queued in the lane."""
+    _require_session_owner_or_admin(actor, run.session)
+    if run.status not in (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMEOUT):
+        raise ValidationError(
+            {"non_field_errors": ["Only failed, cancelled or timed-out runs can be retried."]}
+        )
+    if run.user_message is None:
+        raise ValidationError({"non_field_errors": ["This run has no user message to answer again."]})
+    if run.retries.exists():
+        raise ValidationError({"non_field_errors": ["This run was already retried."]})
+    check_post_message_quotas(actor=actor)
+    with transaction.atomic():
+        return _queue_run(actor=actor, session=run.session, user_message=run.user_message, retry_of=run)
+
+
+def run_approve(
+    *, actor: Actor, run: Run, tool_call_id: str, decision: str, reason: str = ""
+) -> ToolApproval:
+    """Decide a pending tool call; once nothing is pending the run continues."""
+    _require_session_owner_or_admin(actor, run.session)
+    approval = ToolApproval.objects.filter(run=run, tool_call_id=tool_call_id).select_related("run").first()
+    if approval is None:
+        raise ValidationError({"tool_call_id": ["No approval is pending for this tool call."]})
+    if not approval_decide(approval=approval, decision=decision, reason=reason, decided_by=actor.user):
+        raise ValidationError({"tool_call_id": [f"This tool call was already {approval.status}."]})
+    run.refresh_from_db()
+    if run_is_waiting_only_on_decided_approvals(run):
+        run_resume(run=run)
+    approval.refresh_from_db()
+    return approval
 
 
 def run_cancel(*, actor: Actor, run: Run) -> Run:
@@ -97,7 +249,9 @@ def run_cancel(*, actor: Actor, run: Run) -> Run:
         if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
             return run
         if run.status in (RunStatus.QUEUED, RunStatus.CREATED):
-            return run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label)
+            return run_finish(
+                run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label
+            )
         try:
             return run_transition(run, RunStatus.CANCELLING, actor=actor_label)
         except StaleTransition:

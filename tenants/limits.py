@@ -6,7 +6,10 @@ from tenants.models import Tenant
 
 DEFAULT_LIMITS: dict[str, Any] = {
     "max_agents": 200,
-    "run_timeout_seconds": 600,
+    "run_timeout_seconds": 1800,
+    "messages_per_minute_per_user": 20,
+    "model_tokens_per_minute": 30_000,
+    "active_runs_per_user": 3,
 }
 
 

@@ -101,14 +101,18 @@ class ProviderKey(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="provider_keys")
-    provider = models.CharField(max_length=20, choices=[("anthropic", "Anthropic"), ("openai", "OpenAI-compatible")])
+    provider = models.CharField(
+        max_length=20, choices=[("anthropic", "Anthropic"), ("openai", "OpenAI-compatible")]
+    )
     api_key = EncryptedTextField()
     base_url = models.URLField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["tenant", "provider"], name="providerkey_unique_per_tenant")]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "provider"], name="providerkey_unique_per_tenant")
+        ]
 
     def __str__(self) -> str:
         return f"{self.tenant} {self.provider} key"

@@ -65,7 +65,12 @@ class LiveProcess:
     def start(self) -> "LiveProcess":
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(  # noqa: S603 - argv built by the tests
-            self.argv, cwd=ROOT, env=self.environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.argv,
+            cwd=ROOT,
+            env=self.environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         return self
 
@@ -109,8 +114,19 @@ class LiveStack:
 
     def start_server(self) -> LiveProcess:
         self.port = free_port()
-        argv = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-                "--port", str(self.port), "--lifespan", "off", "--no-access-log"]
+        argv = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--lifespan",
+            "off",
+            "--no-access-log",
+        ]
         self.server = LiveProcess(argv, self.environment, self.log_dir / "server.log").start()
         self._wait_for_server()
         return self.server
@@ -139,7 +155,9 @@ class LiveStack:
             process.stop()
 
     def logs(self) -> str:
-        parts = [f"--- {p.log_path.name}\n{p.log_tail()}" for p in [*self.workers, *([self.server] or [])] if p]
+        parts = [
+            f"--- {p.log_path.name}\n{p.log_tail()}" for p in [*self.workers, *([self.server] or [])] if p
+        ]
         return "\n".join(parts)
 
 

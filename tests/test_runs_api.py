@@ -50,7 +50,9 @@ TOOL_ROUND_TRIP = [
 def test_message_runs_model_tool_model_to_completion(
     cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, provider: str
 ) -> None:
-    agent = make_agent(tenant=cast.tenant_a, model_provider=provider, model_name="test-model", temperature=0.5)
+    agent = make_agent(
+        tenant=cast.tenant_a, model_provider=provider, model_name="test-model", temperature=0.5
+    )
     fake_model.script(*TOOL_ROUND_TRIP)
     session_id = start_session(bob_api, agent.pk)
 
@@ -59,12 +61,19 @@ def test_message_runs_model_tool_model_to_completion(
 
     assert (run["status"], run["stop_reason"]) == ("completed", "end_turn")
     assert [(step["kind"], step["status"]) for step in run["steps"]] == [  # type: ignore[attr-defined]
-        ("model_call", "completed"), ("tool_call", "completed"), ("model_call", "completed")
+        ("model_call", "completed"),
+        ("tool_call", "completed"),
+        ("model_call", "completed"),
     ]
     tool_step = run["steps"][1]  # type: ignore[index]
     assert tool_step["output"] == {"content": "42", "is_error": False}
-    assert run["usage"] == {"input_tokens": 60, "output_tokens": 18, "cache_read_tokens": 5,
-                            "cache_write_tokens": 3, "total_tokens": 78}
+    assert run["usage"] == {
+        "input_tokens": 60,
+        "output_tokens": 18,
+        "cache_read_tokens": 5,
+        "cache_write_tokens": 3,
+        "total_tokens": 78,
+    }
     steps = Step.objects.filter(run_id=run["id"])
     assert sum(step.input_tokens for step in steps) == 60
     assert sum(step.output_tokens for step in steps) == 18
@@ -75,7 +84,9 @@ def test_message_runs_model_tool_model_to_completion(
     assert messages[-1]["text"] == "6*7 is 42."
 
 
-def test_events_are_gap_free_and_in_order(cast: Cast, bob_api: APIClient, fake_model: FakeModelServer) -> None:
+def test_events_are_gap_free_and_in_order(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
     agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
     fake_model.script(*TOOL_ROUND_TRIP)
     session_id = start_session(bob_api, agent.pk)
@@ -87,11 +98,28 @@ def test_events_are_gap_free_and_in_order(cast: Cast, bob_api: APIClient, fake_m
     assert seqs == list(range(1, len(seqs) + 1))
     assert Session.objects.get(pk=session_id).last_event_seq == len(seqs)
     assert event_types(run_id) == [
-        "run.queued", "run.status", "run.started", "run.status",
-        "step.started", "message.started", "text.delta", "message.completed", "step.completed", "usage",
-        "step.started", "tool.call", "tool.result", "step.completed",
-        "step.started", "message.started", "text.delta", "message.completed", "step.completed", "usage",
-        "run.status", "run.completed",
+        "run.queued",
+        "run.status",
+        "run.started",
+        "run.status",
+        "step.started",
+        "message.started",
+        "text.delta",
+        "message.completed",
+        "step.completed",
+        "usage",
+        "step.started",
+        "tool.call",
+        "tool.result",
+        "step.completed",
+        "step.started",
+        "message.started",
+        "text.delta",
+        "message.completed",
+        "step.completed",
+        "usage",
+        "run.status",
+        "run.completed",
     ]
     listed = bob_api.get(f"/api/v1/runs/{run_id}/events/?after=3").json()
     assert [event["seq"] for event in listed["results"]] == seqs[3:]
@@ -201,12 +229,16 @@ def test_second_message_waits_for_the_first(cast: Cast, bob_api: APIClient) -> N
     assert second_post["message"]["is_queued"] is True  # type: ignore[index]
     execute_run(second)  # not next in the lane: left alone
     assert Run.objects.get(pk=second).status == "queued"
-    assert bob_api.get(f"/api/v1/sessions/{session_id}/").json()["queued_runs"] == 2
+    session = bob_api.get(f"/api/v1/sessions/{session_id}/").json()
+    assert (session["status"], session["active_run"], session["queue"]) == ("queued", None, [first, second])
 
     execute_run(first)
     execute_run(second)
 
-    texts = [(m["role"], m["text"][:6]) for m in bob_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"]]
+    texts = [
+        (m["role"], m["text"][:6])
+        for m in bob_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"]
+    ]
     assert [role for role, _ in texts] == ["user", "assistant", "user", "assistant"]
     assert texts[0][1] == "first" and texts[2][1] == "second"
 
@@ -298,15 +330,23 @@ def test_another_tenants_sessions_and_runs_are_404_and_unchanged(
     agent = make_agent(tenant=cast.tenant_a)
     session_id = start_session(bob_api, agent.pk)
     run_id = post_message(bob_api, session_id, "private")["run"]["id"]  # type: ignore[index]
-    before = (Session.objects.count(), Message.objects.count(), Run.objects.get(pk=run_id).status,
-              RunEvent.objects.count())
+    before = (
+        Session.objects.count(),
+        Message.objects.count(),
+        Run.objects.get(pk=run_id).status,
+        RunEvent.objects.count(),
+    )
 
     response = getattr(carol_api, method)(path.format(session=session_id, run=run_id), payload, format="json")
 
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
-    after = (Session.objects.count(), Message.objects.count(), Run.objects.get(pk=run_id).status,
-             RunEvent.objects.count())
+    after = (
+        Session.objects.count(),
+        Message.objects.count(),
+        Run.objects.get(pk=run_id).status,
+        RunEvent.objects.count(),
+    )
     assert after == before
     assert carol_api.get("/api/v1/sessions/").json()["count"] == 0
 

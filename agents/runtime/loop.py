@@ -14,6 +14,7 @@ from agents.runtime.model_turn import TurnInterrupted, call_model
 from agents.runtime.stop_signal import StopSignal
 from agents.runtime.tool_execution import run_tool_calls, tool_calls_in, tool_result_block
 from agents.runtime.types import (
+    ApprovalGate,
     ChatMessage,
     ModelClient,
     ModelRequest,
@@ -27,7 +28,14 @@ from agents.runtime.types import (
 )
 
 LoopStopReason = Literal[
-    "end_turn", "max_steps", "max_tokens", "cancelled", "timeout", "llm_error", "lease_lost"
+    "end_turn",
+    "max_steps",
+    "max_tokens",
+    "cancelled",
+    "timeout",
+    "llm_error",
+    "lease_lost",
+    "awaiting_approval",
 ]
 
 # What the model is told about a call the run stopped before it finished.
@@ -62,12 +70,15 @@ def run_agent_loop(
     tools: ToolProvider,
     recorder: RunRecorder,
     model_calls_done: int = 0,
+    approvals: ApprovalGate | None = None,
 ) -> LoopResult:
     """Run the conversation in ``history`` until the model ends its turn or a limit or stop hits.
 
-    ``model_calls_done`` counts the model calls of this run made before a resume.
+    ``model_calls_done`` counts the model calls of this run made before a resume. When
+    ``approvals`` holds a call back, the loop returns ``awaiting_approval`` with the calls
+    unanswered; running it again on the stored history resumes from there.
     """
-    loop = _AgentLoop(config, history, model, tools, recorder, model_calls_done)
+    loop = _AgentLoop(config, history, model, tools, recorder, model_calls_done, approvals)
     unanswered_calls = unanswered_tool_calls(history)
     if unanswered_calls and (stop_reason := loop.answer_tool_calls(unanswered_calls)):
         return loop.finish(stop_reason)
@@ -106,7 +117,9 @@ class _AgentLoop:
         tools: ToolProvider,
         recorder: RunRecorder,
         model_calls_done: int,
+        approvals: ApprovalGate | None = None,
     ) -> None:
+        self.approvals = approvals
         self.config = config
         self.messages = list(history)
         self.model = model
@@ -132,10 +145,20 @@ class _AgentLoop:
             self._record_response(response)
         return response
 
-    def answer_tool_calls(self, calls: list[ToolCallRequested]) -> StopRequestReason | None:
+    def answer_tool_calls(
+        self, calls: list[ToolCallRequested]
+    ) -> StopRequestReason | Literal["awaiting_approval"] | None:
         """Run the calls and append their results as one user message, in call order."""
+        checks = self.approvals.check(calls) if self.approvals else {}
+        if any(check.state == "pending" for check in checks.values()):
+            return "awaiting_approval"
+        denied = {
+            call.id: self._deny(call, checks[call.id].reason)
+            for call in calls
+            if call.id in checks and checks[call.id].state == "denied"
+        }
         batch = run_tool_calls(
-            calls,
+            [call for call in calls if call.id not in denied],
             tools=self.tools,
             recorder=self.recorder,
             stop=self.stop,
@@ -145,10 +168,28 @@ class _AgentLoop:
             # Another worker owns the run now and will answer these calls when it resumes.
             return batch.stop_reason
         # A stopped run still answers every call, so the transcript stays valid for the next run.
-        outcomes = [batch.outcomes.get(call.id, STOPPED_TOOL_OUTCOME) for call in calls]
+        outcomes = [
+            denied.get(call.id) or batch.outcomes.get(call.id, STOPPED_TOOL_OUTCOME) for call in calls
+        ]
         blocks = [tool_result_block(call.id, outcome) for call, outcome in zip(calls, outcomes, strict=True)]
         self._append(ChatMessage(role="user", content=blocks))
         return batch.stop_reason
+
+    def _deny(self, call: ToolCallRequested, reason: str) -> ToolOutcome:
+        """A denied call is answered without running; the model sees why."""
+        content = "The user denied this tool call." + (f" Reason: {reason}" if reason else "")
+        outcome = ToolOutcome(content=content, is_error=True)
+        self.recorder.emit(
+            "tool.result",
+            {
+                "tool_call_id": call.id,
+                "name": call.name,
+                "content": content,
+                "is_error": True,
+                "denied": True,
+            },
+        )
+        return outcome
 
     def finish(self, stop_reason: LoopStopReason, *, error: str | None = None) -> LoopResult:
         return LoopResult(stop_reason=stop_reason, usage=self.usage, final_text=self.final_text, error=error)

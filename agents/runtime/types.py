@@ -211,3 +211,20 @@ class RunRecorder(Protocol):
     def stop_requested(self) -> StopRequestReason | None:
         """Polled at every boundary; must be cheap (implementations throttle their reads)."""
         ...
+
+
+ApprovalState = Literal["not_required", "approved", "denied", "pending"]
+
+
+@dataclass(frozen=True)
+class ApprovalCheck:
+    state: ApprovalState
+    reason: str = ""
+
+
+class ApprovalGate(Protocol):
+    """Decides which tool calls may run now. A ``pending`` call pauses the run until someone decides."""
+
+    def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
+        """The state of each call by id; calls missing from the answer need no approval."""
+        ...

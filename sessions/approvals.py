@@ -1,0 +1,114 @@
+"""Tool-call approvals: the gate the loop asks, and the decisions people (or the TTL) make."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.runtime.types import ApprovalCheck, ToolCallRequested
+from sessions.events import emit_event
+from sessions.models import ApprovalStatus, Run, RunStatus, ToolApproval
+
+DECISION_STATES = {"approve": "approved", "deny": "denied"}
+
+
+class DjangoApprovalGate:
+    """Asks for approval of the calls whose tool is in the run's approval list."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.tools_requiring_approval = set(run.agent_config.get("approval_required_tools", []))
+
+    def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
+        gated = [call for call in calls if call.name in self.tools_requiring_approval]
+        if not gated:
+            return {}
+        existing = {
+            approval.tool_call_id: approval
+            for approval in ToolApproval.objects.filter(run=self.run, tool_call_id__in=[c.id for c in gated])
+        }
+        checks = {}
+        for call in gated:
+            approval = existing.get(call.id) or self._request(call)
+            checks[call.id] = _check_for(approval)
+        return checks
+
+    def _request(self, call: ToolCallRequested) -> ToolApproval:
+        expires_at = timezone.now() + timedelta(seconds=settings.APPROVAL_TTL_SECONDS)
+        try:
+            with transaction.atomic():
+                approval = ToolApproval.objects.create(
+                    tenant_id=self.run.tenant_id,
+                    run=self.run,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                    expires_at=expires_at,
+                )
+                emit_event(
+                    session_id=self.run.session_id,
+                    run_id=self.run.pk,
+                    event_type="approval.required",
+                    data={
+                        "approval_id": str(approval.pk),
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                        "expires_at": expires_at.isoformat(),
+                    },
+                )
+        except IntegrityError:  # a resumed attempt already asked
+            approval = ToolApproval.objects.get(run=self.run, tool_call_id=call.id)
+        return approval
+
+
+def _check_for(approval: ToolApproval) -> ApprovalCheck:
+    if approval.status == ApprovalStatus.PENDING:
+        return ApprovalCheck(state="pending")
+    reason = approval.reason
+    if approval.status == ApprovalStatus.EXPIRED:
+        reason = reason or "the approval request expired"
+    state = "approved" if approval.decision == "approve" else "denied"
+    return ApprovalCheck(state=state, reason=reason)
+
+
+def approval_decide(
+    *,
+    approval: ToolApproval,
+    decision: str,
+    reason: str = "",
+    decided_by: object | None = None,
+    is_expiry: bool = False,
+) -> bool:
+    """Record a decision on a pending approval; False when it was already decided."""
+    now = timezone.now()
+    status = ApprovalStatus.EXPIRED if is_expiry else DECISION_STATES[decision]
+    with transaction.atomic():
+        updated = ToolApproval.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
+            status=status, decision=decision, reason=reason[:1000], decided_by=decided_by, decided_at=now
+        )
+        if not updated:
+            return False
+        emit_event(
+            session_id=approval.run.session_id,
+            run_id=approval.run_id,
+            event_type="approval.resolved",
+            data={
+                "approval_id": str(approval.pk),
+                "tool_call_id": approval.tool_call_id,
+                "decision": decision,
+                "status": status,
+                "reason": reason,
+                "decided_by": getattr(decided_by, "email", None),
+                "decided_at": now.isoformat(),
+            },
+        )
+    return True
+
+
+def run_is_waiting_only_on_decided_approvals(run: Run) -> bool:
+    return (
+        run.status == RunStatus.AWAITING_APPROVAL
+        and not ToolApproval.objects.filter(run=run, status=ApprovalStatus.PENDING).exists()
+    )

@@ -1,0 +1,22 @@
+"""django-q2 schedules Agentry needs, created idempotently when a worker starts."""
+
+from django_q.models import Schedule
+
+from sessions.sweeper import sweep_runs
+
+SCHEDULES = [
+    # (name, function path, minutes between runs)
+    ("agentry.sweep_runs", "sessions.schedules.scheduled_sweep", 1),
+]
+
+
+def scheduled_sweep() -> None:
+    sweep_runs()
+
+
+def ensure_schedules() -> None:
+    for name, func, minutes in SCHEDULES:
+        Schedule.objects.update_or_create(
+            name=name,
+            defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+        )
