@@ -21,7 +21,11 @@ EDITABLE_FIELDS = (
     "max_steps",
     "max_tokens",
     "is_active",
+    "approval_required_tools",
+    "run_timeout_seconds",
 )
+TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+RUN_TIMEOUT_RANGE = (1, 24 * 3600)
 
 
 def _validate_agent(*, agent: Agent) -> None:

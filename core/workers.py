@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, TextChoices
 from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.conf import Conf
@@ -19,13 +19,23 @@ from django_q.status import Stat
 from sessions.models import Run, RunStatus
 from tenants.actors import Actor
 
+
+class ClusterState(TextChoices):
+    STARTING = "starting"
+    WORKING = "working"
+    IDLE = "idle"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    UNKNOWN = "unknown"
+
+
 # django-q2 reports a cluster's state as a translated label; the API names it in English.
-CLUSTER_STATES = (
-    (Conf.STARTING, "starting"),
-    (Conf.WORKING, "working"),
-    (Conf.IDLE, "idle"),
-    (Conf.STOPPING, "stopping"),
-    (Conf.STOPPED, "stopped"),
+CLUSTER_STATE_LABELS = (
+    (Conf.STARTING, ClusterState.STARTING),
+    (Conf.WORKING, ClusterState.WORKING),
+    (Conf.IDLE, ClusterState.IDLE),
+    (Conf.STOPPING, ClusterState.STOPPING),
+    (Conf.STOPPED, ClusterState.STOPPED),
 )
 
 
@@ -34,7 +44,7 @@ class ClusterStatus:
     cluster_id: str
     host: str
     pid: int
-    status: str
+    status: ClusterState
     worker_pids: list[int]
     task_queue_size: int
     uptime_seconds: float | None
@@ -80,11 +90,11 @@ def _cluster_status(stat: Any, now: datetime) -> ClusterStatus:
     )
 
 
-def _cluster_state(label: object) -> str:
-    for state_label, state in CLUSTER_STATES:
+def _cluster_state(label: object) -> ClusterState:
+    for state_label, state in CLUSTER_STATE_LABELS:
         if str(label) == str(state_label):
             return state
-    return "unknown"
+    return ClusterState.UNKNOWN
 
 
 def _seconds_since(moment: datetime | None, now: datetime) -> float | None:

@@ -20,7 +20,6 @@ from sessions.selectors import (
 )
 from sessions.serializers import (
     ApproveSerializer,
-    ToolApprovalSerializer,
     MessageCreateSerializer,
     MessageSerializer,
     PostMessageResponseSerializer,
@@ -29,6 +28,7 @@ from sessions.serializers import (
     RunSummarySerializer,
     SessionCreateSerializer,
     SessionSerializer,
+    ToolApprovalSerializer,
 )
 from sessions.services import (
     LaneBusy,

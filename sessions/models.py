@@ -1,4 +1,4 @@
-"""Sessions, messages, runs, steps and run events (DESIGN.md §2–§4)."""
+"""Sessions, messages, runs, steps and run events (DESIGN.md sections 2-4)."""
 
 import uuid
 
@@ -232,6 +232,9 @@ class IdempotencyRecord(models.Model):
             models.UniqueConstraint(fields=["tenant", "user", "key"], name="idempotency_unique_key_per_user")
         ]
 
+    def __str__(self) -> str:
+        return f"idempotency key {self.key}"
+
 
 class ApprovalStatus(models.TextChoices):
     PENDING = "pending"
@@ -266,3 +269,6 @@ class ToolApproval(models.Model):
             models.UniqueConstraint(fields=["run", "tool_call_id"], name="approval_unique_call_per_run")
         ]
         indexes = [models.Index(fields=["status", "expires_at"], name="approval_status_expiry")]
+
+    def __str__(self) -> str:
+        return f"approval of {self.tool_name} ({self.status})"

@@ -56,7 +56,7 @@ class _Publisher:
                 continue
             try:
                 await layer.group_send(group, {"type": "session.event", "event": envelope})
-            except Exception:  # noqa: BLE001 - subscribers recover from the store; never kill the loop
+            except Exception:
                 logger.warning("could not announce event %s on %s", envelope.get("seq"), group, exc_info=True)
 
     def publish(self, group: str, envelope: dict[str, Any]) -> None:

@@ -9,9 +9,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
 from sessions.events import emit_event
 from sessions.execution import run_finish
-from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
 from sessions.models import (
     IdempotencyRecord,
     Message,
@@ -22,8 +22,8 @@ from sessions.models import (
     StopReason,
     ToolApproval,
 )
-from sessions.sweeper import run_resume
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
+from sessions.sweeper import run_resume
 from sessions.tasks import dispatch_on_commit
 from tenants.actors import Actor
 from tenants.models import Role
@@ -71,6 +71,8 @@ def agent_config_snapshot(agent: Agent) -> dict[str, Any]:
         "temperature": agent.temperature if agent.model_provider != "offline" else None,
         "max_steps": agent.max_steps,
         "max_tokens": agent.max_tokens,
+        "approval_required_tools": list(agent.approval_required_tools),
+        "run_timeout_seconds": agent.run_timeout_seconds,
     }
 
 

@@ -84,7 +84,7 @@ class LiveProcess:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.kill()
 
@@ -108,7 +108,8 @@ class LiveStack:
     def start_worker(self, *, workers: int = 2) -> LiveProcess:
         environment = dict(self.environment, Q_WORKERS=str(workers))
         log_path = self.log_dir / f"worker-{len(self.workers)}.log"
-        worker = LiveProcess([sys.executable, "manage.py", "qcluster"], environment, log_path).start()
+        # `worker` = a django-q2 cluster plus the lease sweeper, as deployed.
+        worker = LiveProcess([sys.executable, "manage.py", "worker"], environment, log_path).start()
         self.workers.append(worker)
         return worker
 

@@ -239,3 +239,25 @@ def test_malformed_json_error_body(alice_api: APIClient) -> None:
     response = alice_api.generic("POST", "/api/v1/agents/", '{"name": ', content_type="application/json")
 
     assert json.loads(response.content)["error"]["code"] == "parse_error"
+
+
+def test_approval_tools_and_run_timeout_are_validated(cast: Cast, alice_api: APIClient) -> None:
+    good = alice_api.post(
+        "/api/v1/agents/",
+        {"name": "careful", "approval_required_tools": ["calculator"], "run_timeout_seconds": 120},
+        format="json",
+    )
+    bad = alice_api.post(
+        "/api/v1/agents/",
+        {"name": "bad", "approval_required_tools": ["no spaces!"], "run_timeout_seconds": 0},
+        format="json",
+    )
+
+    assert good.status_code == 201
+    created = good.json()
+    assert (created["approval_required_tools"], created["run_timeout_seconds"]) == (["calculator"], 120)
+    assert bad.status_code == 400
+    assert bad.json()["error"]["fields"] == {
+        "approval_required_tools": ["Must be a list of tool names (letters, digits, _ and -)."],
+        "run_timeout_seconds": ["Must be between 1 and 86400."],
+    }

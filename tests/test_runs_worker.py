@@ -1,12 +1,13 @@
 """Runs executed by a real django-q2 cluster in another process (ORM broker or Redis)."""
 
-from pathlib import Path
+import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
 
-from sessions.models import Run, RunEvent
+from sessions.models import Message, Run, RunEvent
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -54,3 +55,85 @@ def test_a_separate_worker_process_runs_the_message_to_completion(
     seqs = list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
     assert RunEvent.objects.filter(run_id=run_id).order_by("-seq").first().type == "run.completed"  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def short_lease_stack(tmp_path: Path, fake_model: FakeModelServer) -> Iterator[LiveStack]:
+    stack = LiveStack(
+        tmp_path,
+        ANTHROPIC_API_KEY="test-anthropic-key",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        RUN_LEASE_SECONDS="2",
+        RUN_SWEEP_INTERVAL_SECONDS="0.5",
+        RUN_STOP_CHECK_SECONDS="0.2",
+    )
+    yield stack
+    stack.stop()
+
+
+def test_a_killed_worker_run_resumes_on_another_worker_without_repeating_tools(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, short_lease_stack: LiveStack
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    fake_model.script(
+        Turn(tool_calls=[("calculator", {"expression": "19*23"})]),
+        Turn(text="slow " * 500, chunk_size=5, chunk_delay=0.05),
+        Turn(text="19*23 = 437."),
+        match="crash-test",
+    )
+    first_worker = short_lease_stack.start_worker(workers=1)
+    session = bob_api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()
+    run_id = bob_api.post(
+        f"/api/v1/sessions/{session['id']}/messages/", {"content": "crash-test"}, format="json"
+    ).json()["run"]["id"]
+    wait_until(
+        lambda: RunEvent.objects.filter(run_id=run_id, type="text.delta").exists(),
+        timeout=30,
+        message=f"the second model call to stream\n{short_lease_stack.logs()}",
+    )
+
+    first_worker.kill()
+    short_lease_stack.start_worker(workers=1)
+    wait_until(
+        lambda: Run.objects.filter(pk=run_id, status="completed").exists(),
+        timeout=40,
+        message=f"the run to resume and complete\n{short_lease_stack.logs()}",
+    )
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason, run.attempt) == ("completed", "end_turn", 2)
+    tool_steps = run.steps.filter(kind="tool_call")
+    assert [(step.status, step.output["content"]) for step in tool_steps] == [("completed", "437")]
+    assert RunEvent.objects.filter(run_id=run_id, type="tool.call").count() == 1
+    assert len(fake_model.requests) == 3
+    assert run.messages.filter(role="assistant").order_by("-position").first().text == "19*23 = 437."  # type: ignore[union-attr]
+
+
+def test_a_burst_of_messages_runs_one_at_a_time_in_order(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, worker: LiveStack
+) -> None:
+    worker.start_worker(workers=2)  # a second cluster: two processes competing for the lane
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    fake_model.set_default(Turn(text="answer", chunk_size=2, chunk_delay=0.01))
+    session = bob_api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()
+    run_ids = [
+        bob_api.post(
+            f"/api/v1/sessions/{session['id']}/messages/", {"content": f"burst {n}"}, format="json"
+        ).json()["run"]["id"]
+        for n in range(5)
+    ]
+
+    wait_until(
+        lambda: Run.objects.filter(pk__in=run_ids, status="completed").count() == 5,
+        timeout=60,
+        message=f"five runs to complete\n{worker.logs()}",
+    )
+
+    runs = sorted(Run.objects.filter(pk__in=run_ids), key=lambda run: run.started_at)  # type: ignore[arg-type, return-value]
+    assert [str(run.pk) for run in runs] == run_ids
+    for earlier, later in itertools.pairwise(runs):
+        assert earlier.finished_at <= later.started_at  # type: ignore[operator]
+    user_texts = [
+        m.text for m in Message.objects.filter(session_id=session["id"], role="user").order_by("position")
+    ]
+    assert user_texts == [f"burst {n}" for n in range(5)]

@@ -5,7 +5,9 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, viewsets
 
+from core.api.quota_errors import QuotaThrottled
 from tenants.actors import Actor, actor_from_request
+from tenants.quotas import QuotaExceeded
 
 
 def as_api_validation_error(error: DjangoValidationError) -> exceptions.ValidationError:
@@ -29,4 +31,6 @@ class TenantScopedViewSet(viewsets.GenericViewSet):
     def handle_exception(self, exc: Exception) -> Any:
         if isinstance(exc, DjangoValidationError):
             exc = as_api_validation_error(exc)
+        elif isinstance(exc, QuotaExceeded):
+            exc = QuotaThrottled(exc)
         return super().handle_exception(exc)

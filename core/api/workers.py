@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.workers import worker_status_for_actor
+from core.workers import ClusterState, worker_status_for_actor
 from tenants.actors import actor_from_request
 from tenants.models import Role
 
@@ -15,9 +15,11 @@ class ClusterStatusSerializer(serializers.Serializer):
     cluster_id = serializers.CharField()
     host = serializers.CharField()
     pid = serializers.IntegerField(help_text="The cluster's main process.")
-    status = serializers.ChoiceField(choices=["starting", "working", "idle", "stopping", "stopped", "unknown"])
+    status = serializers.ChoiceField(choices=ClusterState.choices)
     workers = serializers.ListField(
-        child=serializers.IntegerField(), source="worker_pids", help_text="Process ids of the worker processes."
+        child=serializers.IntegerField(),
+        source="worker_pids",
+        help_text="Process ids of the worker processes.",
     )
     task_queue_size = serializers.IntegerField(
         help_text="Tasks the cluster has taken from the broker and not yet handed to a worker."
@@ -39,7 +41,9 @@ class WorkerStatusSerializer(serializers.Serializer):
 class WorkerStatusView(APIView):
     read_role = Role.ADMIN
 
-    @extend_schema(summary="Task workers and queues", tags=["workers"], responses={200: WorkerStatusSerializer})
+    @extend_schema(
+        summary="Task workers and queues", tags=["workers"], responses={200: WorkerStatusSerializer}
+    )
     def get(self, request: Request) -> Response:
         actor = actor_from_request(request)
         if actor is None:  # the permission class already refused such requests

@@ -26,7 +26,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         ensure_schedules()
-        cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"])  # noqa: S603 - fixed argv
+        cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"])
         stopping = threading.Event()
 
         def stop(signum: int, frame: Any) -> None:

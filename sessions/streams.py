@@ -1,0 +1,327 @@
+"""Live event streams shared by the websocket consumer and the SSE views.
+
+One hub per event loop (that is, per ASGI process) watches every session that has
+local subscribers: it listens on the channel layer when there is a cross-process one
+and polls the store as well (every 100 ms in the embedded default, every second as a
+safety net with Redis), then hands each event to the session's subscribers. Each
+subscriber remembers the last seq it delivered, drops repeats and fills any gap from
+the store, so a client sees every event once and in order, whichever path it came by.
+"""
+
+import asyncio
+import json
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from sessions import event_store
+from sessions.event_store import PAGE_SIZE, Envelope
+from sessions.events import session_group_name
+from sessions.publisher import has_cross_process_layer
+from sessions.state import TERMINAL_EVENT_TYPES
+from tenants.actors import Actor, actor_for_api_key
+from tenants.authentication import authenticate_api_key
+
+logger = logging.getLogger(__name__)
+
+TERMINAL_RUN_EVENT_TYPES = frozenset(TERMINAL_EVENT_TYPES.values())
+# A subscriber further behind than this stops queueing live events and re-reads the
+# store once it catches up: a slow client costs a database read, not unbounded memory.
+INBOX_LIMIT = 1000
+LAYER_RETRY_SECONDS = 1.0
+
+fetch_events_after = database_sync_to_async(event_store.events_after)
+fetch_run_events_after = database_sync_to_async(event_store.run_events_after)
+fetch_latest_event_seqs = database_sync_to_async(event_store.latest_event_seqs)
+fetch_latest_event_seq = database_sync_to_async(event_store.latest_event_seq)
+fetch_run_is_finished = database_sync_to_async(event_store.run_is_finished)
+
+
+def poll_seconds() -> float:
+    configured: float | None = getattr(settings, "STREAM_POLL_SECONDS", None)
+    if configured is not None:
+        return configured
+    return 1.0 if has_cross_process_layer() else 0.1
+
+
+class SharedEnvelope(dict[str, Any]):
+    """An envelope handed to many subscribers: its JSON text is encoded once, on first use."""
+
+    _text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = json.dumps(self)
+        return self._text
+
+
+def envelope_text(envelope: Envelope) -> str:
+    return envelope.text if isinstance(envelope, SharedEnvelope) else json.dumps(envelope)
+
+
+class Subscription:
+    """One client's view of a session's events: replay after ``after_seq``, then live, once each."""
+
+    def __init__(self, session_id: UUID, after_seq: int) -> None:
+        self.session_id = session_id
+        self.last_seq = after_seq
+        self._inbox: asyncio.Queue[Envelope] = asyncio.Queue(maxsize=INBOX_LIMIT)
+        self._is_behind = False
+
+    def offer(self, envelope: Envelope) -> None:
+        """Called by the hub for every event it hears of, in any order, possibly twice."""
+        if envelope["seq"] <= self.last_seq:
+            return
+        try:
+            self._inbox.put_nowait(envelope)
+        except asyncio.QueueFull:
+            self._is_behind = True
+
+    async def events(self, *, idle_seconds: float) -> AsyncIterator[Envelope | None]:
+        """Every event after ``after_seq`` in seq order; ``None`` after ``idle_seconds`` of silence."""
+        async for envelope in self._read_store():
+            yield envelope
+        while True:
+            if self._is_behind and self._inbox.empty():
+                self._is_behind = False
+                async for envelope in self._read_store():
+                    yield envelope
+            try:
+                envelope = self._inbox.get_nowait()
+            except asyncio.QueueEmpty:
+                try:
+                    async with asyncio.timeout(idle_seconds):
+                        envelope = await self._inbox.get()
+                except TimeoutError:
+                    yield None
+                    continue
+            seq = envelope["seq"]
+            if seq <= self.last_seq:
+                continue
+            if seq > self.last_seq + 1:
+                # A missed announcement (or several processes announcing out of order).
+                # Numbers commit in order, so the store already holds everything up to seq.
+                async for stored in self._read_store():
+                    yield stored
+                if seq <= self.last_seq:
+                    continue
+            self.last_seq = seq
+            yield envelope
+
+    async def _read_store(self) -> AsyncIterator[Envelope]:
+        while True:
+            page = await fetch_events_after(self.session_id, self.last_seq, PAGE_SIZE)
+            for envelope in page:
+                self.last_seq = envelope["seq"]
+                yield envelope
+            if len(page) < PAGE_SIZE:
+                return
+
+
+@dataclass
+class _SessionFeed:
+    known_seq: int
+    subscribers: set[Subscription] = field(default_factory=set)
+
+    def dispatch(self, envelope: Envelope) -> None:
+        self.known_seq = max(self.known_seq, envelope["seq"])
+        shared = SharedEnvelope(envelope)
+        for subscriber in list(self.subscribers):
+            subscriber.offer(shared)
+
+
+class StreamHub:
+    """This process's watcher of the sessions its clients follow."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[UUID, _SessionFeed] = {}
+        # Guards feed creation and removal together with the layer's group membership.
+        self._membership_lock = asyncio.Lock()
+        self._layer = get_channel_layer() if has_cross_process_layer() else None
+        self._layer_channel: str | None = None
+        self._poll_task: asyncio.Task[None] | None = None
+        self._listen_task: asyncio.Task[None] | None = None
+
+    @asynccontextmanager
+    async def subscribe(self, session_id: UUID, after_seq: int) -> AsyncIterator[Subscription]:
+        subscription = Subscription(session_id, after_seq)
+        await self._attach(subscription)
+        try:
+            yield subscription
+        finally:
+            self._detach(subscription)
+
+    @property
+    def watched_session_count(self) -> int:
+        return len(self._feeds)
+
+    async def _attach(self, subscription: Subscription) -> None:
+        session_id = subscription.session_id
+        async with self._membership_lock:
+            feed = self._feeds.get(session_id)
+            if feed is None:
+                if self._layer is not None:
+                    await self._layer.group_add(
+                        session_group_name(session_id), await self._ensure_layer_channel()
+                    )
+                # Read after joining the group: anything newer is announced or polled;
+                # anything up to here is in the store for the subscriber's own replay.
+                feed = _SessionFeed(known_seq=await fetch_latest_event_seq(session_id))
+                self._feeds[session_id] = feed
+            feed.subscribers.add(subscription)
+        self._ensure_poller()
+
+    def _detach(self, subscription: Subscription) -> None:
+        feed = self._feeds.get(subscription.session_id)
+        if feed is None:
+            return
+        feed.subscribers.discard(subscription)
+        if not feed.subscribers and self._layer is not None:
+            asyncio.get_running_loop().create_task(self._leave_if_unwatched(subscription.session_id))
+        elif not feed.subscribers:
+            del self._feeds[subscription.session_id]
+
+    async def _leave_if_unwatched(self, session_id: UUID) -> None:
+        async with self._membership_lock:
+            feed = self._feeds.get(session_id)
+            if feed is None or feed.subscribers:
+                return
+            del self._feeds[session_id]
+            if self._layer is not None and self._layer_channel is not None:
+                await self._layer.group_discard(session_group_name(session_id), self._layer_channel)
+
+    async def _ensure_layer_channel(self) -> str:
+        assert self._layer is not None
+        if self._layer_channel is None:
+            self._layer_channel = await self._layer.new_channel()
+            self._listen_task = asyncio.get_running_loop().create_task(self._listen(self._layer_channel))
+        return self._layer_channel
+
+    def _ensure_poller(self) -> None:
+        if self._poll_task is None or self._poll_task.done():
+            self._poll_task = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _listen(self, channel: str) -> None:
+        assert self._layer is not None
+        while True:
+            try:
+                message = await self._layer.receive(channel)
+                envelope = message["event"]
+                feed = self._feeds.get(UUID(envelope["session_id"]))
+                if feed is not None:
+                    feed.dispatch(envelope)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the poller keeps streams alive meanwhile
+                logger.warning("channel layer receive failed; retrying", exc_info=True)
+                await asyncio.sleep(LAYER_RETRY_SECONDS)
+
+    async def _poll(self) -> None:
+        """Read the store for sessions whose counter moved past what was dispatched."""
+        while self._feeds:
+            started = time.monotonic()
+            try:
+                await self._poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a database hiccup must not end every stream
+                logger.warning("event store poll failed; retrying", exc_info=True)
+            await asyncio.sleep(max(0.0, poll_seconds() - (time.monotonic() - started)))
+
+    async def _poll_once(self) -> None:
+        latest = await fetch_latest_event_seqs(list(self._feeds))
+        for session_id, seq in latest.items():
+            feed = self._feeds.get(session_id)
+            while feed is not None and seq > feed.known_seq:
+                page = await fetch_events_after(session_id, feed.known_seq, PAGE_SIZE)
+                for envelope in page:
+                    feed.dispatch(envelope)
+                if len(page) < PAGE_SIZE:
+                    # Pruned history leaves holes: never ask for the same range again.
+                    feed.known_seq = max(feed.known_seq, seq)
+                feed = self._feeds.get(session_id)
+
+
+_hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, StreamHub]" = weakref.WeakKeyDictionary()
+
+
+def stream_hub() -> StreamHub:
+    """The hub of the running event loop (an ASGI server runs one loop per process)."""
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None:
+        hub = _hubs[loop] = StreamHub()
+    return hub
+
+
+async def run_events(
+    run_id: UUID, session_id: UUID, after_seq: int, *, idle_seconds: float
+) -> AsyncIterator[Envelope | None]:
+    """The run's events after ``after_seq`` then live ones, ending with its terminal event.
+
+    Yields ``None`` when nothing was sent for ``idle_seconds``. A run that had already
+    finished ends after its stored events (or at once if they were pruned or already seen).
+    """
+    was_finished = await fetch_run_is_finished(run_id)
+    session_seq = await fetch_latest_event_seq(session_id)
+    last_seq = after_seq
+    while True:
+        page = await fetch_run_events_after(run_id, last_seq, PAGE_SIZE)
+        for envelope in page:
+            last_seq = envelope["seq"]
+            yield envelope
+            if envelope["type"] in TERMINAL_RUN_EVENT_TYPES:
+                return
+        if len(page) < PAGE_SIZE:
+            break
+    if was_finished:
+        return
+    # Every run event up to max(session_seq, last_seq) was committed when the pages were
+    # read, so the live part starts there and skips other runs' history.
+    run_key = str(run_id)
+    last_sent = time.monotonic()
+    async with stream_hub().subscribe(session_id, max(session_seq, last_seq)) as subscription:
+        async for envelope in subscription.events(idle_seconds=idle_seconds):
+            if envelope is not None and envelope["run_id"] == run_key:
+                last_sent = time.monotonic()
+                yield envelope
+                if envelope["type"] in TERMINAL_RUN_EVENT_TYPES:
+                    return
+            elif time.monotonic() - last_sent >= idle_seconds:
+                last_sent = time.monotonic()
+                yield None
+
+
+@dataclass(frozen=True)
+class TokenAuthentication:
+    """The outcome of presenting an API key: an actor, or why there is none."""
+
+    actor: Actor | None
+    is_valid_key: bool
+
+
+def authenticate_token(token: str) -> TokenAuthentication:
+    api_key = authenticate_api_key(token)
+    if api_key is None:
+        return TokenAuthentication(actor=None, is_valid_key=False)
+    return TokenAuthentication(actor=actor_for_api_key(api_key), is_valid_key=True)
+
+
+def parse_after(raw: str | None) -> int:
+    """A non-negative seq from a query parameter or Last-Event-ID; ``ValueError`` otherwise."""
+    if raw is None or raw == "":
+        return 0
+    after = int(raw)
+    if after < 0:
+        raise ValueError("negative seq")
+    return after
