@@ -7,6 +7,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agents.model_clients import ProviderNotConfigured, model_client_for
@@ -97,8 +98,18 @@ def loop_config_for(agent_config: dict[str, Any]) -> LoopConfig:
 
 
 def transcript_for(run: Run) -> list[ChatMessage]:
-    """The session's messages in transcript order (queued messages are not placed yet)."""
-    messages = Message.objects.filter(session_id=run.session_id, position__isnull=False).order_by("position")
+    """The session's messages in transcript order (queued messages are not placed yet).
+
+    Answers of runs that failed, timed out or were retried stay stored but leave the
+    model's context: they may end mid-turn, and a retry answers the message afresh.
+    """
+    retried = Run.objects.filter(retry_of_id=OuterRef("run_id"))
+    abandoned = Q(run__status__in=[RunStatus.FAILED, RunStatus.TIMEOUT]) | Q(Exists(retried))
+    messages = (
+        Message.objects.filter(session_id=run.session_id, position__isnull=False)
+        .exclude(abandoned & ~Q(role=MessageRole.USER))
+        .order_by("position")
+    )
     transcript = []
     for message in messages.only("role", "content"):
         if message.role == MessageRole.SYSTEM:

@@ -173,6 +173,31 @@ def test_retry_a_failed_run_answers_the_same_message_again(
     )  # completed runs are not retried
     texts = [m.text for m in Message.objects.filter(session_id=session_id, role="assistant")]
     assert texts == ["second time lucky"]
+    assert fake_model.requests[-1].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "please"}]}
+    ]
+
+
+@pytest.mark.django_db
+def test_a_retry_leaves_the_failed_attempts_partial_answer_out_of_the_context(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, settings: object
+) -> None:
+    settings.MODEL_MAX_RETRIES = 0  # type: ignore[attr-defined]
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    fake_model.script(
+        Turn(tool_calls=[("calculator", {"expression": "1+1"})]), Turn(error_status=500), Turn(text="2")
+    )
+    session_id = start_session(bob_api, agent.pk)
+    run_id = post(bob_api, session_id, "1+1?").json()["run"]["id"]  # type: ignore[attr-defined]
+    execute_run(run_id)
+
+    retry_id = bob_api.post(f"/api/v1/runs/{run_id}/retry/").json()["id"]
+    execute_run(retry_id)
+
+    assert Run.objects.get(pk=run_id).status == "failed"
+    assert Run.objects.get(pk=retry_id).status == "completed"
+    assert [m["role"] for m in fake_model.requests[-1].body["messages"]] == ["user"]
+    assert Message.objects.filter(session_id=session_id).count() == 4  # user, call, result (kept), answer
 
 
 def approval_setup(cast: Cast, api: APIClient, fake_model: FakeModelServer) -> str:

@@ -1,4 +1,4 @@
-"""Run everything the embedded default needs: the ASGI server and a django-q2 cluster.
+"""Run everything the embedded default needs: the ASGI server and a worker.
 
 Ctrl-C (or SIGTERM) stops both; if either exits, the other is stopped too.
 """
