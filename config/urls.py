@@ -5,16 +5,25 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api import AgentViewSet
+from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from sessions.api import RunViewSet, SessionViewSet
+from tools.api import AgentToolsViewSet, ToolViewSet
 
 router = SimpleRouter()
 router.register("agents", AgentViewSet, basename="agent")
 router.register("sessions", SessionViewSet, basename="session")
 router.register("runs", RunViewSet, basename="run")
+router.register("tools", ToolViewSet, basename="tool")
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", include(router.urls)),
+    path("workers/", WorkerStatusView.as_view(), name="workers"),
+    path(
+        "agents/<str:agent_pk>/tools/",
+        AgentToolsViewSet.as_view({"get": "retrieve", "patch": "partial_update", "put": "partial_update"}),
+        name="agent-tools",
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

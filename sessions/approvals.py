@@ -7,32 +7,56 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.runtime.types import ApprovalCheck, ToolCallRequested
+from core.redaction import redact_secrets
 from sessions.events import emit_event
-from sessions.models import ApprovalStatus, Run, RunStatus, ToolApproval
+from sessions.models import ApprovalStatus, Run, RunStatus, Step, StepKind, ToolApproval
+from tools.registry import RunToolset
 
 DECISION_STATES = {"approve": "approved", "deny": "denied"}
 
 
-class DjangoApprovalGate:
-    """Asks for approval of the calls whose tool is in the run's approval list."""
+class ToolCallGate:
+    """Decides each batch of tool calls before any runs: the policy, the call caps, approvals.
 
-    def __init__(self, run: Run) -> None:
+    Refusals go back to the model as error results (the run continues); calls that need
+    approval pause the run until someone decides.
+    """
+
+    def __init__(self, run: Run, toolset: RunToolset) -> None:
         self.run = run
-        self.tools_requiring_approval = set(run.agent_config.get("approval_required_tools", []))
+        self.toolset = toolset
 
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
-        gated = [call for call in calls if call.name in self.tools_requiring_approval]
+        checks: dict[str, ApprovalCheck] = {}
+        calls_so_far = Step.objects.filter(run=self.run, kind=StepKind.TOOL_CALL).count()
+        needing_approval = []
+        for index, call in enumerate(calls):
+            refusal = self._refusal(call, index=index, calls_so_far=calls_so_far)
+            if refusal:
+                checks[call.id] = ApprovalCheck(state="refused", reason=refusal)
+            elif self.toolset.decisions[call.name].requires_approval:
+                needing_approval.append(call)
+        checks.update(self._approval_checks(needing_approval))
+        return checks
+
+    def _refusal(self, call: ToolCallRequested, *, index: int, calls_so_far: int) -> str | None:
+        if index >= self.toolset.max_calls_per_turn:
+            return f"the limit of {self.toolset.max_calls_per_turn} tool calls per model turn was reached"
+        if calls_so_far + index >= self.toolset.max_calls_per_run:
+            return f"the limit of {self.toolset.max_calls_per_run} tool calls per run was reached"
+        decision = self.toolset.decisions.get(call.name)
+        if decision is None:
+            return f"there is no tool named {call.name!r} for this agent"
+        return None if decision.is_allowed else decision.reason
+
+    def _approval_checks(self, gated: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
         if not gated:
             return {}
         existing = {
             approval.tool_call_id: approval
             for approval in ToolApproval.objects.filter(run=self.run, tool_call_id__in=[c.id for c in gated])
         }
-        checks = {}
-        for call in gated:
-            approval = existing.get(call.id) or self._request(call)
-            checks[call.id] = _check_for(approval)
-        return checks
+        return {call.id: _check_for(existing.get(call.id) or self._request(call)) for call in gated}
 
     def _request(self, call: ToolCallRequested) -> ToolApproval:
         expires_at = timezone.now() + timedelta(seconds=settings.APPROVAL_TTL_SECONDS)
@@ -43,7 +67,7 @@ class DjangoApprovalGate:
                     run=self.run,
                     tool_call_id=call.id,
                     tool_name=call.name,
-                    arguments=call.arguments,
+                    arguments=redact_secrets(call.arguments),
                     expires_at=expires_at,
                 )
                 emit_event(
@@ -54,7 +78,7 @@ class DjangoApprovalGate:
                         "approval_id": str(approval.pk),
                         "tool_call_id": call.id,
                         "name": call.name,
-                        "arguments": call.arguments,
+                        "arguments": redact_secrets(call.arguments),
                         "expires_at": expires_at.isoformat(),
                     },
                 )

@@ -13,14 +13,15 @@ from django.utils import timezone
 from agents.model_clients import ProviderNotConfigured, model_client_for
 from agents.runtime.loop import LoopConfig, LoopResult, run_agent_loop
 from agents.runtime.types import ChatMessage
-from sessions.approvals import DjangoApprovalGate
+from sessions.approvals import ToolCallGate
 from sessions.events import emit_event
 from sessions.lane import new_lease_owner, run_claim
 from sessions.models import Message, MessageRole, Run, RunStatus, StopReason
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from tenants.limits import tenant_limit
-from tools.registry import tool_provider_for_run
+from tools.provider import DjangoToolProvider, tool_context_for
+from tools.registry import toolset_for_run
 
 logger = logging.getLogger(__name__)
 
@@ -62,14 +63,15 @@ def _execute_claimed(run: Run, *, owner: str) -> None:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
     recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
+    toolset = toolset_for_run(run)
     result = run_agent_loop(
         config=loop_config_for(run.agent_config),
         history=transcript_for(run),
         model=model,
-        tools=tool_provider_for_run(run),
+        tools=DjangoToolProvider(toolset, tool_context_for(run)),
         recorder=recorder,
         model_calls_done=run.model_calls,
-        approvals=DjangoApprovalGate(run),
+        approvals=ToolCallGate(run, toolset),
     )
     _record_loop_result(run, result)
 

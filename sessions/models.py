@@ -189,7 +189,11 @@ class Step(models.Model):
     class Meta:
         ordering = ["run", "index"]
         constraints = [models.UniqueConstraint(fields=["run", "index"], name="step_unique_index")]
-        indexes = [models.Index(fields=["run", "tool_call_id"], name="step_tool_call")]
+        indexes = [
+            models.Index(fields=["run", "tool_call_id"], name="step_tool_call"),
+            # The tenant's model-token rate (tenants.quotas) reads the steps finished in the last minute.
+            models.Index(fields=["finished_at"], name="step_finished"),
+        ]
 
     def __str__(self) -> str:
         return f"step {self.index} {self.kind} ({self.status})"

@@ -10,6 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.runtime.types import ChatMessage, StepKind, StopRequestReason, ToolOutcome, Usage
+from core.redaction import redact_secrets
 from sessions.events import emit_event
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
 from sessions.sequences import next_session_number
@@ -39,6 +40,8 @@ class DjangoRunRecorder:
         self._stop_reason: StopRequestReason | None = None
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
+        if "arguments" in data:
+            data = {**data, "arguments": redact_secrets(data["arguments"])}
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:

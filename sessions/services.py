@@ -28,6 +28,7 @@ from sessions.tasks import dispatch_on_commit
 from tenants.actors import Actor
 from tenants.models import Role
 from tenants.quotas import check_post_message_quotas
+from tools.registry import policy_snapshot
 
 MAX_MESSAGE_CHARACTERS = 100_000
 
@@ -60,7 +61,8 @@ def session_delete(*, actor: Actor, session: Session) -> None:
     session.delete()
 
 
-def agent_config_snapshot(agent: Agent) -> dict[str, Any]:
+def agent_config_snapshot(agent: Agent, *, actor: Actor) -> dict[str, Any]:
+    """The agent as this run will use it, with the tool policy and the poster's role."""
     return {
         "agent_id": str(agent.pk),
         "name": agent.name,
@@ -71,8 +73,9 @@ def agent_config_snapshot(agent: Agent) -> dict[str, Any]:
         "temperature": agent.temperature if agent.model_provider != "offline" else None,
         "max_steps": agent.max_steps,
         "max_tokens": agent.max_tokens,
-        "approval_required_tools": list(agent.approval_required_tools),
         "run_timeout_seconds": agent.run_timeout_seconds,
+        "tool_policy": policy_snapshot(agent),
+        "actor_role": actor.role,
     }
 
 
@@ -189,7 +192,7 @@ def _queue_run(*, actor: Actor, session: Session, user_message: Message, retry_o
         agent=session.agent,
         user_message=user_message,
         created_by=actor.user,
-        agent_config=agent_config_snapshot(session.agent),
+        agent_config=agent_config_snapshot(session.agent, actor=actor),
         status=RunStatus.QUEUED,
         retry_of=retry_of,
     )

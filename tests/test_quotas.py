@@ -40,7 +40,9 @@ def actor_for(user: Any, tenant: Tenant, role: str = Role.MEMBER) -> Actor:
 
 def make_run(tenant: Tenant, user: Any, *, seconds_ago: float = 30, status: str = RunStatus.COMPLETED) -> Run:
     session = Session.objects.create(tenant=tenant, agent=make_agent(tenant=tenant), created_by=user)
-    run = Run.objects.create(tenant=tenant, session=session, agent=session.agent, created_by=user, status=status)
+    run = Run.objects.create(
+        tenant=tenant, session=session, agent=session.agent, created_by=user, status=status
+    )
     # created_at is auto_now_add: only an update can move it into the past.
     Run.objects.filter(pk=run.pk).update(created_at=NOW - timedelta(seconds=seconds_ago))
     return run
@@ -54,8 +56,13 @@ def make_runs(tenant: Tenant, user: Any, count: int, *, seconds_ago: float = 30)
 def make_step(run: Run, *, input_tokens: int, output_tokens: int, seconds_ago: float | None) -> Step:
     finished_at = None if seconds_ago is None else NOW - timedelta(seconds=seconds_ago)
     return Step.objects.create(
-        run=run, index=next(_step_index), kind=StepKind.MODEL_CALL, status=StepStatus.COMPLETED,
-        input_tokens=input_tokens, output_tokens=output_tokens, finished_at=finished_at,
+        run=run,
+        index=next(_step_index),
+        kind=StepKind.MODEL_CALL,
+        status=StepStatus.COMPLETED,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        finished_at=finished_at,
     )
 
 
@@ -86,9 +93,7 @@ def test_message_rate_one_under_the_limit_is_allowed(cast: Cast) -> None:
 
 
 @pytest.mark.parametrize(("oldest_seconds_ago", "retry_after"), [(60, None), (59.9, 1), (0.5, 60)])
-def test_message_rate_window_slides(
-    cast: Cast, oldest_seconds_ago: float, retry_after: int | None
-) -> None:
+def test_message_rate_window_slides(cast: Cast, oldest_seconds_ago: float, retry_after: int | None) -> None:
     make_run(cast.tenant_a, cast.bob, seconds_ago=oldest_seconds_ago)
     make_runs(cast.tenant_a, cast.bob, 19, seconds_ago=0)
 
@@ -132,7 +137,9 @@ def test_message_rate_counts_only_the_users_runs_in_the_tenant(cast: Cast) -> No
 # --- model tokens per minute per tenant -------------------------------------------------
 
 
-def test_model_token_rate_at_the_limit_is_exceeded_until_the_oldest_step_leaves_the_window(cast: Cast) -> None:
+def test_model_token_rate_at_the_limit_is_exceeded_until_the_oldest_step_leaves_the_window(
+    cast: Cast,
+) -> None:
     run = make_run(cast.tenant_a, cast.bob)
     make_step(run, input_tokens=15_000, output_tokens=5_000, seconds_ago=50)
     make_step(run, input_tokens=9_000, output_tokens=1_000, seconds_ago=5)
@@ -178,7 +185,9 @@ def test_model_token_rate_steps_finishing_together_leave_the_window_together(cas
 
 
 @pytest.mark.parametrize(("oldest_seconds_ago", "retry_after"), [(60, None), (59.5, 1)])
-def test_model_token_rate_window_slides(cast: Cast, oldest_seconds_ago: float, retry_after: int | None) -> None:
+def test_model_token_rate_window_slides(
+    cast: Cast, oldest_seconds_ago: float, retry_after: int | None
+) -> None:
     run = make_run(cast.tenant_a, cast.bob)
     make_step(run, input_tokens=29_000, output_tokens=0, seconds_ago=oldest_seconds_ago)
     make_step(run, input_tokens=1_000, output_tokens=0, seconds_ago=0)
@@ -235,8 +244,16 @@ def test_active_runs_at_the_limit_is_exceeded(cast: Cast) -> None:
 
 
 def test_active_runs_counts_neither_queued_nor_finished_runs(cast: Cast) -> None:
-    for status in (RunStatus.EXECUTING, RunStatus.EXECUTING, RunStatus.QUEUED, RunStatus.CREATED,
-                   RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMEOUT):
+    for status in (
+        RunStatus.EXECUTING,
+        RunStatus.EXECUTING,
+        RunStatus.QUEUED,
+        RunStatus.CREATED,
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.TIMEOUT,
+    ):
         make_run(cast.tenant_a, cast.bob, status=status)
 
     check_active_runs(actor=actor_for(cast.bob, cast.tenant_a))
@@ -277,7 +294,10 @@ def test_post_message_quotas_pass_under_every_limit(cast: Cast) -> None:
     ("limits", "message"),
     [
         ({"active_runs_per_user": 1}, "Active run limit reached: 1 at once per user in this workspace."),
-        ({"messages_per_minute_per_user": 2}, "Message limit reached: 2 per minute per user in this workspace."),
+        (
+            {"messages_per_minute_per_user": 2},
+            "Message limit reached: 2 per minute per user in this workspace.",
+        ),
         ({"model_tokens_per_minute": 1_000}, "Model token limit reached: 1000 per minute in this workspace."),
     ],
 )
@@ -309,7 +329,9 @@ def test_quota_exceeded_retries_after_at_least_one_second() -> None:
 
 
 def test_quota_throttled_answers_429_with_retry_after_and_the_error_body() -> None:
-    exceeded = QuotaExceeded("Message limit reached: 20 per minute per user in this workspace.", retry_after_seconds=15)
+    exceeded = QuotaExceeded(
+        "Message limit reached: 20 per minute per user in this workspace.", retry_after_seconds=15
+    )
 
     response = api_exception_handler(QuotaThrottled(exceeded), {})
 
@@ -319,7 +341,10 @@ def test_quota_throttled_answers_429_with_retry_after_and_the_error_body() -> No
     assert response.data == {
         "error": {
             "code": "rate_limited",
-            "message": "Message limit reached: 20 per minute per user in this workspace. Expected available in 15 seconds.",
+            "message": (
+                "Message limit reached: 20 per minute per user in this workspace. "
+                "Expected available in 15 seconds."
+            ),
             "fields": {},
         }
     }

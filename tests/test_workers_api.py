@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.urls import path
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
@@ -14,15 +13,12 @@ from django_q.signing import SignedPackage
 from django_q.status import Stat, Status
 from rest_framework.test import APIClient
 
-from core.api.workers import WorkerStatusView
 from sessions.models import Run, RunStatus, Session
 from tenants.models import Role, Tenant
 from tests.conftest import Cast, api_client_for
 from tests.factories import make_agent, make_user
 
-# Until config/urls.py routes api/v1/workers/, the tests route it themselves.
-urlpatterns = [path("api/v1/workers/", WorkerStatusView.as_view(), name="workers")]
-pytestmark = [pytest.mark.django_db, pytest.mark.urls(__name__)]
+pytestmark = pytest.mark.django_db
 
 NOW = datetime(2026, 3, 2, 12, 0, 0, tzinfo=UTC)
 
@@ -39,15 +35,21 @@ def broker(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[ORM]:
     With REDIS_URL set the project's broker is Redis, shared with other test runs; this
     one starts empty whichever broker the settings choose.
     """
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                                   "LOCATION": f"workers-{uuid.uuid4().hex}"}}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": f"workers-{uuid.uuid4().hex}",
+        }
+    }
     isolated = ORM(list_key=f"workers-test-{uuid.uuid4().hex}")
     monkeypatch.setattr("core.workers.get_broker", lambda: isolated)
     yield isolated
     isolated.purge_queue()
 
 
-def publish_cluster(broker: ORM, *, cluster_id: str, host: str, status: Any, started_seconds_ago: float) -> None:
+def publish_cluster(
+    broker: ORM, *, cluster_id: str, host: str, status: Any, started_seconds_ago: float
+) -> None:
     """What a running cluster's sentinel publishes every cycle (django_q.status.Stat.save)."""
     stat = Status(pid=4100, cluster_id=cluster_id)
     stat.host = host
@@ -60,16 +62,20 @@ def publish_cluster(broker: ORM, *, cluster_id: str, host: str, status: Any, sta
 
 def make_queued_run(tenant: Tenant, user: Any, *, seconds_ago: float, status: str = RunStatus.QUEUED) -> Run:
     session = Session.objects.create(tenant=tenant, agent=make_agent(tenant=tenant), created_by=user)
-    run = Run.objects.create(tenant=tenant, session=session, agent=session.agent, created_by=user, status=status)
+    run = Run.objects.create(
+        tenant=tenant, session=session, agent=session.agent, created_by=user, status=status
+    )
     Run.objects.filter(pk=run.pk).update(created_at=NOW - timedelta(seconds=seconds_ago))
     return run
 
 
-def test_admin_sees_clusters_queue_depth_and_the_tenants_oldest_queued_run(
-    cast: Cast, broker: ORM
-) -> None:
-    publish_cluster(broker, cluster_id="b-cluster", host="worker-2", status=Conf.WORKING, started_seconds_ago=30.25)
-    publish_cluster(broker, cluster_id="a-cluster", host="worker-1", status=Conf.IDLE, started_seconds_ago=3600)
+def test_admin_sees_clusters_queue_depth_and_the_tenants_oldest_queued_run(cast: Cast, broker: ORM) -> None:
+    publish_cluster(
+        broker, cluster_id="b-cluster", host="worker-2", status=Conf.WORKING, started_seconds_ago=30.25
+    )
+    publish_cluster(
+        broker, cluster_id="a-cluster", host="worker-1", status=Conf.IDLE, started_seconds_ago=3600
+    )
     broker.enqueue("task one")
     broker.enqueue("task two")
     make_queued_run(cast.tenant_a, cast.bob, seconds_ago=42.5)
@@ -83,10 +89,24 @@ def test_admin_sees_clusters_queue_depth_and_the_tenants_oldest_queued_run(
     assert response.status_code == 200, response.content
     assert response.json() == {
         "clusters": [
-            {"cluster_id": "a-cluster", "host": "worker-1", "pid": 4100, "status": "idle",
-             "workers": [4101, 4102], "task_queue_size": 3, "uptime_seconds": 3600.0},
-            {"cluster_id": "b-cluster", "host": "worker-2", "pid": 4100, "status": "working",
-             "workers": [4101, 4102], "task_queue_size": 3, "uptime_seconds": 30.25},
+            {
+                "cluster_id": "a-cluster",
+                "host": "worker-1",
+                "pid": 4100,
+                "status": "idle",
+                "workers": [4101, 4102],
+                "task_queue_size": 3,
+                "uptime_seconds": 3600.0,
+            },
+            {
+                "cluster_id": "b-cluster",
+                "host": "worker-2",
+                "pid": 4100,
+                "status": "working",
+                "workers": [4101, 4102],
+                "task_queue_size": 3,
+                "uptime_seconds": 30.25,
+            },
         ],
         "queue_depth": 2,
         "queued_runs": 2,
@@ -99,7 +119,10 @@ def test_no_clusters_and_no_queued_runs(cast: Cast, alice_api: APIClient, broker
 
     assert response.status_code == 200, response.content
     assert response.json() == {
-        "clusters": [], "queue_depth": 0, "queued_runs": 0, "oldest_queued_run_age_seconds": None
+        "clusters": [],
+        "queue_depth": 0,
+        "queued_runs": 0,
+        "oldest_queued_run_age_seconds": None,
     }
 
 
@@ -125,7 +148,11 @@ def test_members_and_viewers_are_refused(
 
     assert response.status_code == 403
     assert response.json() == {
-        "error": {"code": "permission_denied", "message": "Your role does not allow this action.", "fields": {}}
+        "error": {
+            "code": "permission_denied",
+            "message": "Your role does not allow this action.",
+            "fields": {},
+        }
     }
 
 
@@ -133,8 +160,20 @@ def test_anonymous_requests_are_refused(cast: Cast, broker: ORM) -> None:
     response = APIClient().get("/api/v1/workers/")
 
     assert response.status_code == 401
-    assert response.json() == {"error": {
-        "code": "not_authenticated",
-        "message": "Authentication credentials were not provided.",
-        "fields": {},
-    }}
+    assert response.json() == {
+        "error": {
+            "code": "not_authenticated",
+            "message": "Authentication credentials were not provided.",
+            "fields": {},
+        }
+    }
+
+
+def test_a_cluster_state_django_q2_does_not_name_is_unknown(
+    cast: Cast, alice_api: APIClient, broker: ORM
+) -> None:
+    publish_cluster(broker, cluster_id="odd", host="worker-1", status="Rebooting", started_seconds_ago=1)
+
+    clusters = alice_api.get("/api/v1/workers/").json()["clusters"]
+
+    assert [(cluster["cluster_id"], cluster["status"]) for cluster in clusters] == [("odd", "unknown")]

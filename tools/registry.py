@@ -1,10 +1,107 @@
-"""Which tools a run may use. The built-in `time` and `math` tools for now; the tool
-registry, policies and MCP tools arrive with their issue behind the same function."""
+"""Which tools a run may use: the built-ins (kept as rows) and the agent's assigned tools,
+filtered by the agent's tool policy as it was when the run was created."""
 
-from agents.runtime.builtin_tools import BUILTIN_TOOLS, StaticToolProvider
-from agents.runtime.types import ToolProvider
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from agents.models import Agent
 from sessions.models import Run
+from tenants.models import Role
+from tools.builtins import load_builtin_tools
+from tools.builtins.base import BUILTIN_REGISTRY
+from tools.models import Tool, ToolKind, ToolPolicy
+from tools.policy import Decision, PolicyRules, ToolFacts, decide
+
+def ensure_builtin_tools() -> None:
+    """Keep one row per built-in (tenant NULL), so they list and assign like any tool.
+
+    One query when nothing changed; rows are created or updated after an upgrade.
+    """
+    load_builtin_tools()
+    existing = {tool.name: tool for tool in Tool.objects.filter(tenant__isnull=True)}
+    for builtin in BUILTIN_REGISTRY.values():
+        fields = {
+            "kind": ToolKind.BUILTIN, "group": builtin.group, "description": builtin.description,
+            "input_schema": builtin.input_schema, "is_read_only": builtin.is_read_only,
+            "timeout_seconds": builtin.timeout_seconds,
+        }
+        row = existing.get(builtin.name)
+        if row is None:
+            try:
+                with transaction.atomic():
+                    Tool.objects.create(tenant=None, name=builtin.name, **fields)
+            except IntegrityError:
+                pass  # another process created it at the same moment
+        elif any(getattr(row, name) != value for name, value in fields.items()):
+            Tool.objects.filter(pk=row.pk).update(**fields)
 
 
-def tool_provider_for_run(run: Run) -> ToolProvider:
-    return StaticToolProvider(BUILTIN_TOOLS)
+def policy_snapshot(agent: Agent) -> dict[str, Any]:
+    """The agent's policy and assignments as stored on each run (edits mid-run do not apply)."""
+    policy = ToolPolicy.objects.filter(agent=agent).first() or ToolPolicy(agent=agent)
+    return {
+        "profile": policy.profile,
+        "allow": list(policy.allow),
+        "deny": list(policy.deny),
+        "require_approval": list(policy.require_approval) + list(agent.approval_required_tools),
+        "max_calls_per_turn": policy.max_calls_per_turn,
+        "max_calls_per_run": policy.max_calls_per_run,
+        "assigned_tool_ids": [str(pk) for pk in agent.tool_assignments.values_list("tool_id", flat=True)],
+    }
+
+
+def tool_facts(tool: Tool) -> ToolFacts:
+    return ToolFacts(
+        name=tool.name, group=tool.group, is_builtin=tool.kind == ToolKind.BUILTIN, is_enabled=tool.is_enabled,
+        owner_only=tool.owner_only, requires_approval=tool.requires_approval, is_read_only=tool.is_read_only,
+    )
+
+
+def is_available(tool: Tool) -> bool:
+    """A built-in that lacks its configuration is hidden, not faked."""
+    builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
+    return builtin is None or builtin.is_available()
+
+
+@dataclass
+class RunToolset:
+    """The run's candidate tools by name, with the policy's decision for each."""
+
+    tools: dict[str, Tool]
+    decisions: dict[str, Decision]
+    max_calls_per_turn: int
+    max_calls_per_run: int
+    is_owner_run: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def allowed(self) -> list[Tool]:
+        return [tool for name, tool in self.tools.items() if self.decisions[name].is_allowed]
+
+
+def toolset_for_run(run: Run) -> RunToolset:
+    ensure_builtin_tools()
+    snapshot = run.agent_config.get("tool_policy") or {}
+    rules = PolicyRules(
+        profile=snapshot.get("profile", "minimal"),
+        allow=tuple(snapshot.get("allow", ())),
+        deny=tuple(snapshot.get("deny", ())),
+        require_approval=tuple(snapshot.get("require_approval", ())),
+        read_only_only=bool(run.agent_config.get("read_only_tools")),
+    )
+    assigned = set(snapshot.get("assigned_tool_ids", ()))
+    candidates = Tool.objects.filter(tenant__isnull=True) | Tool.objects.filter(
+        tenant_id=run.tenant_id, pk__in=assigned
+    )
+    is_owner_run = run.agent_config.get("actor_role") == Role.OWNER
+    tools = {tool.name: tool for tool in candidates.select_related("mcp_server") if is_available(tool)}
+    decisions = {
+        name: decide(tool_facts(tool), rules, is_assigned=str(tool.pk) in assigned, is_owner_run=is_owner_run)
+        for name, tool in tools.items()
+    }
+    return RunToolset(
+        tools=tools, decisions=decisions, is_owner_run=is_owner_run,
+        max_calls_per_turn=int(snapshot.get("max_calls_per_turn", 8)),
+        max_calls_per_run=int(snapshot.get("max_calls_per_run", 50)),
+    )

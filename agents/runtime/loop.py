@@ -14,6 +14,7 @@ from agents.runtime.model_turn import TurnInterrupted, call_model
 from agents.runtime.stop_signal import StopSignal
 from agents.runtime.tool_execution import run_tool_calls, tool_calls_in, tool_result_block
 from agents.runtime.types import (
+    ApprovalCheck,
     ApprovalGate,
     ChatMessage,
     ModelClient,
@@ -153,9 +154,9 @@ class _AgentLoop:
         if any(check.state == "pending" for check in checks.values()):
             return "awaiting_approval"
         denied = {
-            call.id: self._deny(call, checks[call.id].reason)
+            call.id: self._deny(call, checks[call.id])
             for call in calls
-            if call.id in checks and checks[call.id].state == "denied"
+            if call.id in checks and checks[call.id].state in ("denied", "refused")
         }
         batch = run_tool_calls(
             [call for call in calls if call.id not in denied],
@@ -175,10 +176,12 @@ class _AgentLoop:
         self._append(ChatMessage(role="user", content=blocks))
         return batch.stop_reason
 
-    def _deny(self, call: ToolCallRequested, reason: str) -> ToolOutcome:
-        """A denied call is answered without running; the model sees why."""
-        content = "The user denied this tool call." + (f" Reason: {reason}" if reason else "")
-        outcome = ToolOutcome(content=content, is_error=True)
+    def _deny(self, call: ToolCallRequested, check: ApprovalCheck) -> ToolOutcome:
+        """A denied or refused call is answered without running; the model sees why."""
+        if check.state == "refused":
+            content = f"This tool call was refused: {check.reason}"
+        else:
+            content = "The user denied this tool call." + (f" Reason: {check.reason}" if check.reason else "")
         self.recorder.emit(
             "tool.result",
             {
@@ -186,10 +189,10 @@ class _AgentLoop:
                 "name": call.name,
                 "content": content,
                 "is_error": True,
-                "denied": True,
+                check.state: True,
             },
         )
-        return outcome
+        return ToolOutcome(content=content, is_error=True)
 
     def finish(self, stop_reason: LoopStopReason, *, error: str | None = None) -> LoopResult:
         return LoopResult(stop_reason=stop_reason, usage=self.usage, final_text=self.final_text, error=error)

@@ -213,17 +213,23 @@ class RunRecorder(Protocol):
         ...
 
 
-ApprovalState = Literal["not_required", "approved", "denied", "pending"]
+ApprovalState = Literal["not_required", "approved", "denied", "refused", "pending"]
 
 
 @dataclass(frozen=True)
 class ApprovalCheck:
+    """``denied``: a person said no; ``refused``: the tool policy said no (``reason`` says why)."""
+
     state: ApprovalState
     reason: str = ""
 
 
 class ApprovalGate(Protocol):
-    """Decides which tool calls may run now. A ``pending`` call pauses the run until someone decides."""
+    """Decides which tool calls may run now, before any runs.
+
+    A ``pending`` call pauses the run until someone decides; ``denied`` and ``refused``
+    calls are answered with an error result the model sees, and the run continues.
+    """
 
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
         """The state of each call by id; calls missing from the answer need no approval."""

@@ -1,0 +1,49 @@
+"""The contract of a built-in tool and the registry they join.
+
+A built-in is plain data plus a function: name, group, description, JSON Schema, flags,
+and ``run(arguments, context) -> str``. Tools that need configuration they lack report
+``is_available() == False`` and are hidden, never faked.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+
+class ToolError(Exception):
+    """A failure the model should see as the tool's error result (bad input, refused URL…)."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who is calling, for which run: tools scope everything they touch to this."""
+
+    tenant_id: UUID
+    agent_id: UUID | None
+    session_id: UUID
+    run_id: UUID
+    user_id: int | None
+    user_role: str
+
+
+@dataclass(frozen=True)
+class BuiltinTool:
+    name: str
+    group: str
+    description: str
+    input_schema: dict[str, Any]
+    run: Callable[[dict[str, Any], ToolContext], str]
+    is_read_only: bool = False
+    timeout_seconds: float = 30.0
+    is_available: Callable[[], bool] = field(default=lambda: True)
+
+
+BUILTIN_REGISTRY: dict[str, BuiltinTool] = {}
+
+
+def register(tool: BuiltinTool) -> BuiltinTool:
+    if tool.name in BUILTIN_REGISTRY:
+        raise ValueError(f"built-in tool {tool.name!r} registered twice")
+    BUILTIN_REGISTRY[tool.name] = tool
+    return tool
