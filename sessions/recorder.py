@@ -10,11 +10,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.runtime.types import ChatMessage, StepKind, StopRequestReason, ToolOutcome, Usage
-from core.redaction import redact_secrets
+from core.redaction import redact_tool_arguments
 from sessions.events import emit_event
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
 from sessions.sequences import next_session_number
 from sessions.state import step_transition
+
+# Events whose data can carry a model's tool arguments (which may hold secrets).
+ARGUMENT_BEARING_EVENTS = frozenset({"tool.call", "message.completed", "approval.required"})
 
 
 def message_role_for(message: ChatMessage) -> str:
@@ -40,8 +43,8 @@ class DjangoRunRecorder:
         self._stop_reason: StopRequestReason | None = None
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
-        if "arguments" in data:
-            data = {**data, "arguments": redact_secrets(data["arguments"])}
+        if event_type in ARGUMENT_BEARING_EVENTS:
+            data = redact_tool_arguments(data)
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
@@ -63,7 +66,13 @@ class DjangoRunRecorder:
         step = self._steps.pop(step_id)
         tokens = _usage_fields(usage)
         with transaction.atomic():
-            step_transition(step, StepStatus.COMPLETED, output=output, finished_at=timezone.now(), **tokens)
+            step_transition(
+                step,
+                StepStatus.COMPLETED,
+                output=redact_tool_arguments(output),
+                finished_at=timezone.now(),
+                **tokens,
+            )
             run_update: dict[str, Any] = {name: F(name) + value for name, value in tokens.items() if value}
             if step.kind == "model_call":
                 run_update["model_calls"] = F("model_calls") + 1

@@ -15,7 +15,9 @@ def agent_tools_overview(*, agent: Agent, actor: Actor) -> dict[str, Any]:
     policy = ToolPolicy.objects.filter(agent=agent).first() or ToolPolicy(agent=agent)
     assigned = set(AgentTool.objects.filter(agent=agent).values_list("tool_id", flat=True))
     rules = PolicyRules(
-        profile=policy.profile, allow=tuple(policy.allow), deny=tuple(policy.deny),
+        profile=policy.profile,
+        allow=tuple(policy.allow),
+        deny=tuple(policy.deny),
         require_approval=tuple(policy.require_approval) + tuple(agent.approval_required_tools),
     )
     tools = Tool.objects.filter(tenant__isnull=True) | Tool.objects.filter(tenant=actor.tenant)
@@ -26,10 +28,15 @@ def agent_tools_overview(*, agent: Agent, actor: Actor) -> dict[str, Any]:
         decision = decide(tool_facts(tool), rules, is_assigned=tool.pk in assigned, is_owner_run=True)
         if tool.tenant_id is not None and tool.pk not in assigned and not decision.is_allowed:
             continue  # unassigned tenant tools are listed by /tools/, not here
-        verdicts.append({
-            "name": tool.name, "group": tool.group, "kind": tool.kind, "is_allowed": decision.is_allowed,
-            "reason": decision.reason, "requires_approval": decision.requires_approval,
-            "is_read_only": tool.is_read_only,
-        })
+        verdicts.append(
+            {
+                "name": tool.name,
+                "group": tool.group,
+                "kind": tool.kind,
+                "is_allowed": decision.is_allowed,
+                "reason": decision.reason,
+                "requires_approval": decision.requires_approval,
+                "is_read_only": tool.is_read_only,
+            }
+        )
     return {"policy": policy, "assigned_tools": sorted(assigned, key=str), "tools": verdicts}
-

@@ -22,10 +22,18 @@ from tools.services import agent_tools_update, http_tool_create, tool_delete, to
 @extend_schema_view(
     list=extend_schema(summary="List tools: built-ins and this tenant's", tags=["tools"]),
     retrieve=extend_schema(summary="Read a tool", tags=["tools"]),
-    create=extend_schema(summary="Create an HTTP tool", tags=["tools"], request=HttpToolWriteSerializer,
-                         responses={201: ToolSerializer}),
-    partial_update=extend_schema(summary="Update a tenant tool (built-ins are read-only)", tags=["tools"],
-                                 request=ToolUpdateSerializer, responses=ToolSerializer),
+    create=extend_schema(
+        summary="Create an HTTP tool",
+        tags=["tools"],
+        request=HttpToolWriteSerializer,
+        responses={201: ToolSerializer},
+    ),
+    partial_update=extend_schema(
+        summary="Update a tenant tool (built-ins are read-only)",
+        tags=["tools"],
+        request=ToolUpdateSerializer,
+        responses=ToolSerializer,
+    ),
     destroy=extend_schema(summary="Delete an HTTP tool", tags=["tools"]),
 )
 class ToolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
@@ -65,14 +73,21 @@ class AgentToolsViewSet(TenantScopedViewSet):
         agent = agent_get_for_actor(actor=self.actor, agent_id=agent_pk)
         return Response(AgentToolsSerializer(agent_tools_overview(agent=agent, actor=self.actor)).data)
 
-    @extend_schema(summary="Change the agent's policy and assigned tools", tags=["tools"],
-                   request=AgentToolsUpdateSerializer, responses=AgentToolsSerializer)
+    @extend_schema(
+        summary="Change the agent's policy and assigned tools",
+        tags=["tools"],
+        request=AgentToolsUpdateSerializer,
+        responses=AgentToolsSerializer,
+    )
     def partial_update(self, request: Request, agent_pk: str) -> Response:
         agent = agent_get_for_actor(actor=self.actor, agent_id=agent_pk)
         serializer = AgentToolsUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         assigned_ids = serializer.validated_data.get("assigned_tools")
-        assigned = tenant_tools_by_ids(actor=self.actor, tool_ids=assigned_ids) if assigned_ids is not None else None
-        agent_tools_update(actor=self.actor, agent=agent, policy_fields=serializer.policy_fields(),
-                           assigned_tools=assigned)
+        assigned = (
+            tenant_tools_by_ids(actor=self.actor, tool_ids=assigned_ids) if assigned_ids is not None else None
+        )
+        agent_tools_update(
+            actor=self.actor, agent=agent, policy_fields=serializer.policy_fields(), assigned_tools=assigned
+        )
         return Response(AgentToolsSerializer(agent_tools_overview(agent=agent, actor=self.actor)).data)

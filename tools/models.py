@@ -92,7 +92,9 @@ def empty_list() -> list[str]:
 class ToolPolicy(models.Model):
     """Which of its tools an agent may call, how often, and which need approval."""
 
-    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, primary_key=True, related_name="tool_policy")
+    agent = models.OneToOneField(
+        Agent, on_delete=models.CASCADE, primary_key=True, related_name="tool_policy"
+    )
     profile = models.CharField(max_length=20, choices=ToolProfile.choices, default=ToolProfile.MINIMAL)
     # Entries: tool names, "group:<name>", and "*" wildcards. Deny wins over allow.
     allow = models.JSONField(default=empty_list, blank=True)

@@ -20,8 +20,12 @@ from tools.registry import RunToolset
 
 def tool_context_for(run: Run) -> ToolContext:
     return ToolContext(
-        tenant_id=run.tenant_id, agent_id=run.agent_id, session_id=run.session_id, run_id=run.pk,
-        user_id=run.created_by_id, user_role=str(run.agent_config.get("actor_role", "member")),
+        tenant_id=run.tenant_id,
+        agent_id=run.agent_id,
+        session_id=run.session_id,
+        run_id=run.pk,
+        user_id=run.created_by_id,
+        user_role=str(run.agent_config.get("actor_role", "member")),
     )
 
 
@@ -40,7 +44,11 @@ class DjangoToolProvider:
 
     def specs(self) -> list[ToolSpec]:
         return [
-            ToolSpec(name=tool.name, description=tool.description, input_schema=tool.input_schema or {"type": "object"})
+            ToolSpec(
+                name=tool.name,
+                description=tool.description,
+                input_schema=tool.input_schema or {"type": "object"},
+            )
             for tool in self.toolset.allowed()
         ]
 

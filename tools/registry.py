@@ -14,6 +14,7 @@ from tools.builtins.base import BUILTIN_REGISTRY
 from tools.models import Tool, ToolKind, ToolPolicy
 from tools.policy import Decision, PolicyRules, ToolFacts, decide
 
+
 def ensure_builtin_tools() -> None:
     """Keep one row per built-in (tenant NULL), so they list and assign like any tool.
 
@@ -23,8 +24,11 @@ def ensure_builtin_tools() -> None:
     existing = {tool.name: tool for tool in Tool.objects.filter(tenant__isnull=True)}
     for builtin in BUILTIN_REGISTRY.values():
         fields = {
-            "kind": ToolKind.BUILTIN, "group": builtin.group, "description": builtin.description,
-            "input_schema": builtin.input_schema, "is_read_only": builtin.is_read_only,
+            "kind": ToolKind.BUILTIN,
+            "group": builtin.group,
+            "description": builtin.description,
+            "input_schema": builtin.input_schema,
+            "is_read_only": builtin.is_read_only,
             "timeout_seconds": builtin.timeout_seconds,
         }
         row = existing.get(builtin.name)
@@ -54,8 +58,13 @@ def policy_snapshot(agent: Agent) -> dict[str, Any]:
 
 def tool_facts(tool: Tool) -> ToolFacts:
     return ToolFacts(
-        name=tool.name, group=tool.group, is_builtin=tool.kind == ToolKind.BUILTIN, is_enabled=tool.is_enabled,
-        owner_only=tool.owner_only, requires_approval=tool.requires_approval, is_read_only=tool.is_read_only,
+        name=tool.name,
+        group=tool.group,
+        is_builtin=tool.kind == ToolKind.BUILTIN,
+        is_enabled=tool.is_enabled,
+        owner_only=tool.owner_only,
+        requires_approval=tool.requires_approval,
+        is_read_only=tool.is_read_only,
     )
 
 
@@ -101,7 +110,9 @@ def toolset_for_run(run: Run) -> RunToolset:
         for name, tool in tools.items()
     }
     return RunToolset(
-        tools=tools, decisions=decisions, is_owner_run=is_owner_run,
+        tools=tools,
+        decisions=decisions,
+        is_owner_run=is_owner_run,
         max_calls_per_turn=int(snapshot.get("max_calls_per_turn", 8)),
         max_calls_per_run=int(snapshot.get("max_calls_per_run", 50)),
     )

@@ -16,9 +16,26 @@ class ToolSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tool
         fields = [
-            "id", "name", "description", "kind", "group", "input_schema", "is_builtin", "is_read_only",
-            "requires_approval", "owner_only", "timeout_seconds", "is_enabled", "http_method", "url_template",
-            "headers", "secret_header_names", "mcp_server", "mcp_tool_name", "annotations", "created_at",
+            "id",
+            "name",
+            "description",
+            "kind",
+            "group",
+            "input_schema",
+            "is_builtin",
+            "is_read_only",
+            "requires_approval",
+            "owner_only",
+            "timeout_seconds",
+            "is_enabled",
+            "http_method",
+            "url_template",
+            "headers",
+            "secret_header_names",
+            "mcp_server",
+            "mcp_tool_name",
+            "annotations",
+            "created_at",
             "updated_at",
         ]
         read_only_fields = fields
@@ -44,7 +61,9 @@ class HttpToolWriteSerializer(StrictSerializer):
     url_template = serializers.CharField(max_length=2000)
     headers = serializers.DictField(child=serializers.CharField(max_length=2000), required=False)
     secret_headers = serializers.DictField(
-        child=serializers.CharField(max_length=4000), required=False, write_only=True,
+        child=serializers.CharField(max_length=4000),
+        required=False,
+        write_only=True,
         help_text="Header values stored encrypted; never returned.",
     )
 

@@ -13,8 +13,19 @@ from tools.models import TOOL_NAME_REGEX, AgentTool, Tool, ToolKind, ToolPolicy,
 
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 TOOL_FIELDS = (
-    "name", "description", "group", "input_schema", "is_read_only", "requires_approval", "owner_only",
-    "timeout_seconds", "is_enabled", "http_method", "url_template", "headers", "secret_headers",
+    "name",
+    "description",
+    "group",
+    "input_schema",
+    "is_read_only",
+    "requires_approval",
+    "owner_only",
+    "timeout_seconds",
+    "is_enabled",
+    "http_method",
+    "url_template",
+    "headers",
+    "secret_headers",
 )
 POLICY_FIELDS = ("profile", "allow", "deny", "max_calls_per_turn", "max_calls_per_run", "require_approval")
 POLICY_ENTRY = re.compile(r"^(group:)?[a-zA-Z0-9_*?:\-\[\]]{1,100}$")
@@ -40,7 +51,9 @@ def _validate_tool(tool: Tool) -> None:
         errors["timeout_seconds"] = ["Must be between 1 and 300."]
     for name in ("headers", "secret_headers"):
         value = getattr(tool, name)
-        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
             errors[name] = ["Must be an object of header names to string values."]
     if errors:
         raise ValidationError(errors)
@@ -61,14 +74,19 @@ def _save_tool(tool: Tool) -> Tool:
 def http_tool_create(*, actor: Actor, **fields: Any) -> Tool:
     fields.setdefault("group", "http")
     fields.setdefault("http_method", "GET")
-    tool = Tool(tenant=actor.tenant, kind=ToolKind.HTTP, **{k: v for k, v in fields.items() if k in TOOL_FIELDS})
+    tool = Tool(
+        tenant=actor.tenant, kind=ToolKind.HTTP, **{k: v for k, v in fields.items() if k in TOOL_FIELDS}
+    )
     return _save_tool(tool)
 
 
 def tool_update(*, actor: Actor, tool: Tool, **fields: Any) -> Tool:
     _require_tenant_tool(tool)
-    editable = TOOL_FIELDS if tool.kind == ToolKind.HTTP else ("is_enabled", "requires_approval", "owner_only",
-                                                               "timeout_seconds", "description")
+    editable = (
+        TOOL_FIELDS
+        if tool.kind == ToolKind.HTTP
+        else ("is_enabled", "requires_approval", "owner_only", "timeout_seconds", "description")
+    )
     for name, value in fields.items():
         if name not in editable:
             raise ValidationError({name: [f"Cannot be changed on {tool.kind} tools."]})
@@ -82,7 +100,9 @@ def tool_update(*, actor: Actor, tool: Tool, **fields: Any) -> Tool:
 def tool_delete(*, tool: Tool) -> None:
     _require_tenant_tool(tool)
     if tool.kind == ToolKind.MCP:
-        raise ValidationError({"non_field_errors": ["MCP tools follow their server; remove or re-check the server."]})
+        raise ValidationError(
+            {"non_field_errors": ["MCP tools follow their server; remove or re-check the server."]}
+        )
     tool.delete()
 
 
@@ -97,7 +117,9 @@ def _validate_policy(policy: ToolPolicy) -> None:
         errors["profile"] = [f"Choose one of {', '.join(ToolProfile.values)}."]
     for name in ("allow", "deny", "require_approval"):
         entries = getattr(policy, name)
-        if not isinstance(entries, list) or not all(isinstance(e, str) and POLICY_ENTRY.match(e) for e in entries):
+        if not isinstance(entries, list) or not all(
+            isinstance(e, str) and POLICY_ENTRY.match(e) for e in entries
+        ):
             errors[name] = ["Must be a list of tool names, group:<name> entries or * wildcards."]
     if not 1 <= policy.max_calls_per_turn <= 100:
         errors["max_calls_per_turn"] = ["Must be between 1 and 100."]

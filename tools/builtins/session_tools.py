@@ -27,7 +27,11 @@ MAX_HISTORY_LIMIT = 100
 MAX_MESSAGE_TEXT_CHARS = 4000
 TOOL_RESULT_EXCERPT_CHARS = 200
 
-SESSION_ID_PROPERTY = {"type": "string", "description": "The session's id (from sessions_list).", "maxLength": 64}
+SESSION_ID_PROPERTY = {
+    "type": "string",
+    "description": "The session's id (from sessions_list).",
+    "maxLength": 64,
+}
 
 
 def actor_for_context(context: ToolContext) -> Actor:
@@ -92,7 +96,9 @@ register(
     BuiltinTool(
         name="sessions_list",
         group="sessions",
-        description="List this workspace's chat sessions, most recently active first, with their agent and state.",
+        description=(
+            "List this workspace's chat sessions, most recently active first, with their agent and state."
+        ),
         input_schema={
             "type": "object",
             "properties": {
@@ -120,7 +126,9 @@ def run_session_history(arguments: dict[str, Any], context: ToolContext) -> str:
     session = _session(actor, arguments["session_id"])
     limit = int(arguments.get("limit", DEFAULT_HISTORY_LIMIT))
     # Only messages already in the transcript: queued ones get their position when their run starts.
-    latest = message_list_for_session(session=session).filter(position__isnull=False).order_by("-position")[:limit]
+    latest = (
+        message_list_for_session(session=session).filter(position__isnull=False).order_by("-position")[:limit]
+    )
     return _as_json(
         {
             "session": {"id": str(session.pk), "title": session.title, "agent": session.agent.name},
@@ -163,7 +171,7 @@ register(
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_HISTORY_LIMIT,
-                    "description": f"How many of the latest messages to return (default {DEFAULT_HISTORY_LIMIT}).",
+                    "description": f"How many latest messages to return (default {DEFAULT_HISTORY_LIMIT}).",
                 },
             },
             "required": ["session_id"],

@@ -56,7 +56,9 @@ def run_web_fetch(arguments: dict[str, Any], context: ToolContext) -> str:
     )
     if response.status_code >= 400:
         excerpt = " ".join(response.text()[:ERROR_EXCERPT_CHARS].split())
-        raise ToolError(f"HTTP {response.status_code} {response.reason_phrase} from {response.url}: {excerpt}")
+        raise ToolError(
+            f"HTTP {response.status_code} {response.reason_phrase} from {response.url}: {excerpt}"
+        )
     title, text = readable_content(response)
     header = [f"URL: {response.url}", f"Status: {response.status_code}"]
     header.append(f"Content-Type: {response.content_type or 'unknown'}")
@@ -156,9 +158,13 @@ def run_web_search(arguments: dict[str, Any], context: ToolContext) -> str:
     except httpx.TimeoutException:
         raise ToolError(f"the search backend did not answer within {timeout:g} s; try again") from None
     except httpx.TransportError as error:
-        raise ToolError(f"the search backend is unreachable ({type(error).__name__}); try again later") from None
+        raise ToolError(
+            f"the search backend is unreachable ({type(error).__name__}); try again later"
+        ) from None
     if response.status_code == 403:
-        raise ToolError("the search backend refused JSON output (enable the json format in SearxNG's settings)")
+        raise ToolError(
+            "the search backend refused JSON output (enable the json format in SearxNG's settings)"
+        )
     if response.status_code >= 400:
         raise ToolError(f"the search backend answered HTTP {response.status_code}")
     try:
@@ -201,7 +207,12 @@ register(
         input_schema={
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "What to search for.", "minLength": 1, "maxLength": 500},
+                "query": {
+                    "type": "string",
+                    "description": "What to search for.",
+                    "minLength": 1,
+                    "maxLength": 500,
+                },
                 "max_results": {
                     "type": "integer",
                     "description": "How many results to return (default 5).",

@@ -6,6 +6,7 @@ refused. Every query is scoped to the run's (tenant, agent).
 """
 
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
@@ -58,10 +59,14 @@ def normalize_path(raw: str, *, allow_root: bool = False) -> str:
     return path
 
 
-def workspace(context: ToolContext) -> QuerySet[WorkspaceFile]:
+def agent_id_of(context: ToolContext) -> UUID:
     if context.agent_id is None:
         raise ToolError("workspace files belong to an agent, and this run has none")
-    return WorkspaceFile.objects.filter(tenant_id=context.tenant_id, agent_id=context.agent_id)
+    return context.agent_id
+
+
+def workspace(context: ToolContext) -> QuerySet[WorkspaceFile]:
+    return WorkspaceFile.objects.filter(tenant_id=context.tenant_id, agent_id=agent_id_of(context))
 
 
 def _checked_content(content: str) -> str:
@@ -85,11 +90,18 @@ def run_file_list(arguments: dict[str, Any], context: ToolContext) -> str:
     files = workspace(context)
     if folder:
         files = files.filter(path__startswith=folder + "/")
-    rows = files.annotate(characters=Length("content")).order_by("path").values_list("path", "characters", "updated_at")
+    rows = (
+        files.annotate(characters=Length("content"))
+        .order_by("path")
+        .values_list("path", "characters", "updated_at")
+    )
     if not rows:
         return f"no files under {folder}/" if folder else "the workspace is empty"
     lines = [f"{len(rows)} file(s):"]
-    lines.extend(f"{path}  ({characters} characters, updated {updated:%Y-%m-%d %H:%M})" for path, characters, updated in rows)
+    lines.extend(
+        f"{path}  ({characters} characters, updated {updated:%Y-%m-%d %H:%M})"
+        for path, characters, updated in rows
+    )
     return "\n".join(lines)
 
 
@@ -97,13 +109,15 @@ register(
     BuiltinTool(
         name="file_list",
         group="files",
-        description="List the files in this agent's workspace (persistent across sessions), optionally in one folder.",
+        description=(
+            "List the files in this agent's workspace (kept across sessions), optionally in one folder."
+        ),
         input_schema={
             "type": "object",
             "properties": {
                 "folder": {
                     "type": "string",
-                    "description": "Only list files under this folder, e.g. 'notes'. Whole workspace when omitted.",
+                    "description": "Only list files under this folder, e.g. 'notes'. All files when omitted.",
                     "maxLength": MAX_PATH_LENGTH,
                 },
             },
@@ -130,7 +144,11 @@ def run_file_read(arguments: dict[str, Any], context: ToolContext) -> str:
     first = int(arguments.get("start_line", 1))
     if first > len(lines):
         raise ToolError(f"start_line {first} is past the end of {path} ({len(lines)} lines)")
-    wanted = lines[first - 1 : first - 1 + int(arguments["line_count"])] if "line_count" in arguments else lines[first - 1 :]
+    wanted = (
+        lines[first - 1 : first - 1 + int(arguments["line_count"])]
+        if "line_count" in arguments
+        else lines[first - 1 :]
+    )
     shown: list[str] = []
     size = 0
     for line in wanted:
@@ -141,7 +159,9 @@ def run_file_read(arguments: dict[str, Any], context: ToolContext) -> str:
     last = first + len(shown) - 1
     text = "".join(shown)
     if last < len(lines):
-        text += f"\n[lines {first}-{last} of {len(lines)}; call file_read with start_line={last + 1} to read on]"
+        text += (
+            f"\n[lines {first}-{last} of {len(lines)}; call file_read with start_line={last + 1} to read on]"
+        )
     return text
 
 
@@ -157,7 +177,11 @@ register(
             "type": "object",
             "properties": {
                 "path": PATH_PROPERTY,
-                "start_line": {"type": "integer", "minimum": 1, "description": "First line to read (default 1)."},
+                "start_line": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "First line to read (default 1).",
+                },
                 "line_count": {"type": "integer", "minimum": 1, "description": "How many lines to read."},
             },
             "required": ["path"],
@@ -180,13 +204,21 @@ def run_file_write(arguments: dict[str, Any], context: ToolContext) -> str:
     with transaction.atomic():
         # The agent row's lock serializes workspace writes, so concurrent runs cannot
         # both take the last free slot under the file cap.
-        if not Agent.objects.select_for_update().filter(pk=context.agent_id, tenant_id=context.tenant_id).exists():
+        if (
+            not Agent.objects.select_for_update()
+            .filter(pk=agent_id_of(context), tenant_id=context.tenant_id)
+            .exists()
+        ):
             raise ToolError("this run's agent no longer exists")
         if files.filter(path=path).update(content=content, updated_at=timezone.now()):
             return f"replaced {path} ({len(content.encode('utf-8'))} bytes)"
         if files.count() >= max_files():
-            raise ToolError(f"the workspace already holds {max_files()} files, the limit; overwrite one instead")
-        WorkspaceFile.objects.create(tenant_id=context.tenant_id, agent_id=context.agent_id, path=path, content=content)
+            raise ToolError(
+                f"the workspace already holds {max_files()} files, the limit; overwrite one instead"
+            )
+        WorkspaceFile.objects.create(
+            tenant_id=context.tenant_id, agent_id=agent_id_of(context), path=path, content=content
+        )
     return f"created {path} ({len(content.encode('utf-8'))} bytes)"
 
 
@@ -226,11 +258,11 @@ def run_file_edit(arguments: dict[str, Any], context: ToolContext) -> str:
         occurrences = file.content.count(old_text)
         if occurrences == 0:
             raise ToolError(
-                f"old_text was not found in {path}; it must match exactly, including whitespace and line breaks"
+                f"old_text was not found in {path}; it must match exactly, including whitespace and newlines"
             )
         if occurrences > 1:
             raise ToolError(
-                f"old_text occurs {occurrences} times in {path}; include more surrounding text so it matches once"
+                f"old_text occurs {occurrences} times in {path}; add surrounding text so it matches once"
             )
         file.content = _checked_content(file.content.replace(old_text, new_text, 1))
         file.save(update_fields=["content", "updated_at"])
