@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "memory",
     "tools",
     "mcp_servers",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -172,7 +173,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -241,6 +242,21 @@ if APPROVAL_DEFAULT_DECISION not in ("approve", "deny"):
     raise ImproperlyConfigured("APPROVAL_DEFAULT_DECISION must be approve or deny")
 IDEMPOTENCY_WINDOW_SECONDS = env_int("IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600)
 RUN_EVENT_RETENTION_DAYS = env_int("RUN_EVENT_RETENTION_DAYS", 30)
+
+# --- Tools ------------------------------------------------------------------------------------
+# Outbound fetches (web_fetch, HTTP tools) refuse private, loopback and metadata addresses
+# unless this allows them (a trusted lab network).
+ALLOW_PRIVATE_NETWORK_FETCH = env_bool("ALLOW_PRIVATE_NETWORK_FETCH", False)
+WEB_FETCH_MAX_BYTES = env_int("WEB_FETCH_MAX_BYTES", 2_000_000)
+WEB_FETCH_MAX_CHARS = env_int("WEB_FETCH_MAX_CHARS", 20_000)
+WEB_FETCH_TIMEOUT_SECONDS = env_float("WEB_FETCH_TIMEOUT_SECONDS", 20.0)
+# web_search exists only when a SearxNG instance is configured.
+WEB_SEARCH_SEARXNG_URL = env_str("WEB_SEARCH_SEARXNG_URL")
+WEB_SEARCH_TIMEOUT_SECONDS = env_float("WEB_SEARCH_TIMEOUT_SECONDS", 10.0)
+WORKSPACE_MAX_FILE_BYTES = env_int("WORKSPACE_MAX_FILE_BYTES", 1_000_000)
+WORKSPACE_MAX_FILES = env_int("WORKSPACE_MAX_FILES", 500)
+HTTP_TOOL_MAX_RESPONSE_BYTES = env_int("HTTP_TOOL_MAX_RESPONSE_BYTES", 2_000_000)
+HTTP_TOOL_MAX_RESPONSE_CHARS = env_int("HTTP_TOOL_MAX_RESPONSE_CHARS", 20_000)
 
 # --- i18n, static ----------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
