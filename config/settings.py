@@ -258,6 +258,13 @@ WORKSPACE_MAX_FILES = env_int("WORKSPACE_MAX_FILES", 500)
 HTTP_TOOL_MAX_RESPONSE_BYTES = env_int("HTTP_TOOL_MAX_RESPONSE_BYTES", 2_000_000)
 HTTP_TOOL_MAX_RESPONSE_CHARS = env_int("HTTP_TOOL_MAX_RESPONSE_CHARS", 20_000)
 
+# --- MCP servers -------------------------------------------------------------------------------
+# stdio servers run a command on the worker host: off unless the operator enables them.
+MCP_ALLOW_STDIO = env_bool("MCP_ALLOW_STDIO", False)
+# MCP servers often live inside the operator's network; set false to refuse private addresses.
+MCP_ALLOW_PRIVATE_NETWORKS = env_bool("MCP_ALLOW_PRIVATE_NETWORKS", True)
+MCP_DEGRADED_LATENCY_MS = env_int("MCP_DEGRADED_LATENCY_MS", 2000)
+
 # --- i18n, static ----------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -1,12 +1,12 @@
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
-from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api import AgentViewSet
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
+from mcp_servers.api import McpServerViewSet
 from sessions.api import RunViewSet, SessionViewSet
 from tools.api import AgentToolsViewSet, ToolViewSet
 
@@ -15,6 +15,7 @@ router.register("agents", AgentViewSet, basename="agent")
 router.register("sessions", SessionViewSet, basename="session")
 router.register("runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")
+router.register("mcp-servers", McpServerViewSet, basename="mcp-server")
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", include(router.urls)),
@@ -33,5 +34,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
-    path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    path("", include("web.urls")),
 ]

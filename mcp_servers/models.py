@@ -46,7 +46,9 @@ class McpServer(models.Model):
 
     class Meta:
         ordering = ["name"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="mcpserver_unique_name_per_tenant")]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="mcpserver_unique_name_per_tenant")
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -7,6 +7,7 @@ from sessions.sweeper import sweep_runs
 SCHEDULES = [
     # (name, function path, minutes between runs)
     ("agentry.sweep_runs", "sessions.schedules.scheduled_sweep", 1),
+    ("agentry.check_mcp_servers", "mcp_servers.health.check_enabled_servers", 5),
 ]
 
 

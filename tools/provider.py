@@ -12,8 +12,10 @@ import jsonschema
 from django.db import connection
 
 from agents.runtime.types import ToolCallRequested, ToolOutcome, ToolSpec
+from mcp_servers.client import call_server_tool
 from sessions.models import Run
 from tools.builtins.base import BUILTIN_REGISTRY, ToolContext, ToolError
+from tools.http_tools import run_http_tool
 from tools.models import Tool, ToolKind
 from tools.registry import RunToolset
 
@@ -76,11 +78,7 @@ class DjangoToolProvider:
         if tool.kind == ToolKind.BUILTIN:
             return BUILTIN_REGISTRY[tool.name].run(arguments, self.context)
         if tool.kind == ToolKind.HTTP:
-            from tools.http_tools import run_http_tool
-
             return run_http_tool(tool, arguments)
-        from mcp_servers.client import call_server_tool
-
         assert tool.mcp_server is not None
         result = call_server_tool(tool.mcp_server, tool.mcp_tool_name, arguments)
         if result.is_error:

@@ -69,7 +69,9 @@ def tool_facts(tool: Tool) -> ToolFacts:
 
 
 def is_available(tool: Tool) -> bool:
-    """A built-in that lacks its configuration is hidden, not faked."""
+    """A built-in that lacks its configuration is hidden, not faked; so are a disabled server's tools."""
+    if tool.kind == ToolKind.MCP and (tool.mcp_server is None or not tool.mcp_server.is_enabled):
+        return False
     builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
     return builtin is None or builtin.is_available()
 

@@ -1,0 +1,81 @@
+"""MCP servers in the admin: health at a glance and a "check now" action.
+
+Credentials are never displayed (the fields are excluded; ``has_token`` says whether one
+is set), and servers are created or reconfigured through the API or the app, where the
+validation and the stdio rules live: here only enabling and timeouts can change.
+"""
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from core.admin import TenantScopedAdmin
+from mcp_servers.health import mcp_server_check
+from mcp_servers.models import McpServer
+
+
+@admin.register(McpServer)
+class McpServerAdmin(TenantScopedAdmin):
+    list_display = [
+        "name",
+        "tenant",
+        "transport",
+        "is_enabled",
+        "health_status",
+        "latency_ms",
+        "last_checked_at",
+    ]
+    list_filter = ["transport", "health_status", "is_enabled", "tenant"]
+    search_fields = ["name", "url", "tenant__slug"]
+    exclude = ["token", "headers", "env"]
+    readonly_fields = [
+        "tenant",
+        "name",
+        "transport",
+        "url",
+        "command",
+        "args",
+        "has_token",
+        "header_names",
+        "env_names",
+        "health_status",
+        "last_checked_at",
+        "latency_ms",
+        "last_error",
+        "created_at",
+        "updated_at",
+    ]
+    actions = ["check_now"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(boolean=True, description="Token set")
+    def has_token(self, server: McpServer) -> bool:
+        return bool(server.token)
+
+    @admin.display(description="Header names")
+    def header_names(self, server: McpServer) -> str:
+        return ", ".join(sorted(server.headers or {})) or "-"
+
+    @admin.display(description="Environment variable names")
+    def env_names(self, server: McpServer) -> str:
+        return ", ".join(sorted(server.env or {})) or "-"
+
+    @admin.action(description="Check the selected servers now")
+    def check_now(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        for server in queryset:
+            if not self.has_change_permission(request, server):
+                continue
+            result = mcp_server_check(server)
+            level = messages.SUCCESS if result.health_status == "healthy" else messages.WARNING
+            detail = f": {result.error}" if result.error else ""
+            self.message_user(request, f"{server.name}: {result.health_status}{detail}", level)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        if not self._can_write(request, None):
+            actions.pop("check_now", None)
+        return actions
