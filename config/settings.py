@@ -242,6 +242,11 @@ if APPROVAL_DEFAULT_DECISION not in ("approve", "deny"):
     raise ImproperlyConfigured("APPROVAL_DEFAULT_DECISION must be approve or deny")
 IDEMPOTENCY_WINDOW_SECONDS = env_int("IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600)
 RUN_EVENT_RETENTION_DAYS = env_int("RUN_EVENT_RETENTION_DAYS", 30)
+# Stream subscribers re-read the event store this often: the only path in the embedded
+# default (no cross-process layer), a safety net behind Redis pub/sub otherwise.
+STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.1)
+STREAM_HEARTBEAT_SECONDS = env_float("STREAM_HEARTBEAT_SECONDS", 20.0)
+SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
 
 # --- Tools ------------------------------------------------------------------------------------
 # Outbound fetches (web_fetch, HTTP tools) refuse private, loopback and metadata addresses

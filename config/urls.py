@@ -8,6 +8,7 @@ from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from mcp_servers.api import McpServerViewSet
 from sessions.api import RunViewSet, SessionViewSet
+from sessions.sse import run_event_stream, session_event_stream, with_event_stream
 from tools.api import AgentToolsViewSet, ToolViewSet
 
 router = SimpleRouter()
@@ -18,6 +19,12 @@ router.register("tools", ToolViewSet, basename="tool")
 router.register("mcp-servers", McpServerViewSet, basename="mcp-server")
 
 api_v1: list[URLPattern | URLResolver] = [
+    # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.
+    path(
+        "sessions/<str:pk>/events/",
+        with_event_stream(SessionViewSet.as_view({"get": "events"}), session_event_stream),
+    ),
+    path("runs/<str:pk>/events/", with_event_stream(RunViewSet.as_view({"get": "events"}), run_event_stream)),
     path("", include(router.urls)),
     path("workers/", WorkerStatusView.as_view(), name="workers"),
     path(

@@ -9,11 +9,12 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
@@ -99,8 +100,8 @@ def actor_for_scope(scope: dict[str, Any]) -> tuple[Actor | None, int]:
     return actor_for_user(user, preferred_tenant_id=preferred), CLOSE_FORBIDDEN
 
 
-@database_sync_to_async
-def authorize(scope: dict[str, Any], session_id: str) -> tuple[Actor | None, Session | None, int]:
+def authorize_scope(scope: dict[str, Any], session_id: str) -> tuple[Actor | None, Session | None, int]:
+    """The actor and the session they may watch, or the close code that refuses the socket."""
     actor, refusal = actor_for_scope(scope)
     if actor is None:
         return None, None, refusal
@@ -110,12 +111,11 @@ def authorize(scope: dict[str, Any], session_id: str) -> tuple[Actor | None, Ses
         return actor, None, CLOSE_NOT_FOUND
 
 
-class SessionEventsConsumer(AsyncJsonWebsocketConsumer):
+class SessionEventsConsumer(AsyncWebsocketConsumer):
     # The stream hub holds this process's one layer subscription per session; a layer
     # channel per socket would go unused, so this alias deliberately names no layer.
     channel_layer_alias = "agentry-no-channel-layer"
 
-    actor: Actor
     session: Session
     _pump: asyncio.Task[None] | None = None
 
@@ -129,11 +129,13 @@ class SessionEventsConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             await self.close(CLOSE_BAD_REQUEST)
             return
-        actor, session, refusal = await authorize(self.scope, self.scope["url_route"]["kwargs"]["session_id"])
+        actor, session, refusal = await database_sync_to_async(authorize_scope)(
+            self.scope, self.scope["url_route"]["kwargs"]["session_id"]
+        )
         if actor is None or session is None:
             await self.close(refusal)
             return
-        self.actor, self.session = actor, session
+        self.session = session
         self._pump = asyncio.get_running_loop().create_task(self._stream(after))
         self._pump.add_done_callback(self._on_stream_end)
 
@@ -150,6 +152,7 @@ class SessionEventsConsumer(AsyncJsonWebsocketConsumer):
                     await self._send_text(HEARTBEAT if envelope is None else envelope_text(envelope))
                 except OSError:
                     return  # the client went away; websocket_disconnect follows
+        await self._close_quietly(CLOSE_NOT_FOUND)  # the session was deleted
 
     def _on_stream_end(self, task: "asyncio.Task[None]") -> None:
         if task.cancelled() or task.exception() is None:
@@ -189,86 +192,109 @@ class SessionEventsConsumer(AsyncJsonWebsocketConsumer):
         await self._send_frame(reply)
 
     async def _run_command(self, command: dict[str, Any]) -> dict[str, Any]:
-        handlers = {"message": self._post_message, "cancel": self._cancel, "approve": self._approve}
         command_type = command.get("type")
-        handler = handlers.get(command_type) if isinstance(command_type, str) else None
+        handler = COMMANDS.get(command_type) if isinstance(command_type, str) else None
         if handler is None:
             raise CommandError("unknown_command", "Commands are message, cancel and approve.")
         try:
-            return await database_sync_to_async(handler)(command)
+            return await run_command(handler, self.scope, str(self.session.pk), command)
         except CommandError:
             raise
         except Http404 as error:
             raise CommandError("not_found", "Not found.") from error
         except PermissionDenied as error:
-            raise CommandError(
-                "permission_denied", str(error) or "Your role does not allow this action."
-            ) from error
+            message = str(error) or "Your role does not allow this action."
+            raise CommandError("permission_denied", message) from error
         except ValidationError as error:
-            fields = (
-                error.message_dict if hasattr(error, "error_dict") else {"non_field_errors": error.messages}
-            )
-            raise CommandError.invalid(fields) from error
+            has_fields = hasattr(error, "error_dict")
+            raise CommandError.invalid(
+                error.message_dict if has_fields else {"non_field_errors": error.messages}
+            ) from error
         except LaneBusy as busy:
-            raise CommandError(
-                "run_active",
-                f"Run {busy.active_run.pk} is active in this session.",
-                {"active_run": [str(busy.active_run.pk)]},
-            ) from busy
+            active = str(busy.active_run.pk)
+            message = f"Run {active} is active in this session."
+            raise CommandError("run_active", message, {"active_run": [active]}) from busy
         except QuotaExceeded as exceeded:
-            raise CommandError(
-                exceeded.code, exceeded.message, retry_after=exceeded.retry_after_seconds
-            ) from exceeded
+            retry_after = exceeded.retry_after_seconds
+            raise CommandError(exceeded.code, exceeded.message, retry_after=retry_after) from exceeded
         except (InvalidTransition, StaleTransition) as error:
             raise CommandError("conflict", "The run changed meanwhile; try again.") from error
         except Exception as error:  # a failed command must never end the stream
             logger.exception("websocket command %s failed", command_type)
             raise CommandError("server_error", "Internal error; it has been logged.") from error
 
-    def _post_message(self, command: dict[str, Any]) -> dict[str, Any]:
-        """``{"type": "message", "content", "multitask"?, "idempotency_key"?}``, as the REST POST."""
-        fields = _validated(MessageCreateSerializer, command, extra=("idempotency_key",))
-        key = command.get("idempotency_key")
-        if key is not None and (not isinstance(key, str) or len(key) > IDEMPOTENCY_KEY_MAX_LENGTH):
-            raise CommandError.invalid(
-                {"idempotency_key": [f"Use a string of at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters."]}
-            )
-        message, run = services.session_post_message(
-            actor=self.actor,
-            session=self.session,
-            content=fields["content"],
-            multitask=fields["multitask"],
-            idempotency_key=key or None,
+
+CommandHandler = Callable[[Actor, Session, dict[str, Any]], dict[str, Any]]
+
+
+@database_sync_to_async
+def run_command(
+    handler: CommandHandler, scope: dict[str, Any], session_id: str, command: dict[str, Any]
+) -> dict[str, Any]:
+    """Authorize again, as each REST request does: a revoked key or a lowered role counts at once."""
+    actor, session, refusal = authorize_scope(scope, session_id)
+    if actor is None:
+        code = "not_authenticated" if refusal == CLOSE_NOT_AUTHENTICATED else "permission_denied"
+        raise CommandError(code, "Your credentials no longer allow this action.")
+    if session is None:
+        raise CommandError("not_found", "Not found.")
+    return handler(actor, session, command)
+
+
+def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:
+    """``{"type": "message", "content", "multitask"?, "idempotency_key"?}``, as the REST POST."""
+    fields = _validated(MessageCreateSerializer, command, extra=("idempotency_key",))
+    key = command.get("idempotency_key")
+    if key is not None and (not isinstance(key, str) or len(key) > IDEMPOTENCY_KEY_MAX_LENGTH):
+        raise CommandError.invalid(
+            {"idempotency_key": [f"Use a string of at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters."]}
         )
-        return {"type": "ack", "command": "message", "message_id": str(message.pk), "run_id": str(run.pk)}
+    message, run = services.session_post_message(
+        actor=actor,
+        session=session,
+        content=fields["content"],
+        multitask=fields["multitask"],
+        idempotency_key=key or None,
+    )
+    return {"type": "ack", "command": "message", "message_id": str(message.pk), "run_id": str(run.pk)}
 
-    def _cancel(self, command: dict[str, Any]) -> dict[str, Any]:
-        """``{"type": "cancel", "run_id"}``."""
-        run = services.run_cancel(actor=self.actor, run=self._run_of_session(command))
-        return {"type": "ack", "command": "cancel", "run_id": str(run.pk), "status": run.status}
 
-    def _approve(self, command: dict[str, Any]) -> dict[str, Any]:
-        """``{"type": "approve", "run_id", "tool_call_id", "decision": "approve"|"deny", "reason"?}``."""
-        run = self._run_of_session(command)
-        fields = _validated(ApproveSerializer, command, extra=("run_id",))
-        approval = services.run_approve(actor=self.actor, run=run, **fields)
-        return {
-            "type": "ack",
-            "command": "approve",
-            "run_id": str(run.pk),
-            "tool_call_id": approval.tool_call_id,
-            "status": approval.status,
-        }
+def cancel_run(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:
+    """``{"type": "cancel", "run_id"}``."""
+    run = services.run_cancel(actor=actor, run=_run_of_session(actor, session, command))
+    return {"type": "ack", "command": "cancel", "run_id": str(run.pk), "status": run.status}
 
-    def _run_of_session(self, command: dict[str, Any]) -> Run:
-        """A run of this socket's session: another session's run is as unknown as a missing one."""
-        run_id = command.get("run_id")
-        if not isinstance(run_id, str):
-            raise CommandError.invalid({"run_id": ["This field is required."]})
-        run = run_get_for_actor(actor=self.actor, run_id=run_id)
-        if run.session_id != self.session.pk:
-            raise CommandError("not_found", "Not found.")
-        return run
+
+def approve_tool_call(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:
+    """``{"type": "approve", "run_id", "tool_call_id", "decision": "approve"|"deny", "reason"?}``."""
+    run = _run_of_session(actor, session, command)
+    fields = _validated(ApproveSerializer, command, extra=("run_id",))
+    approval = services.run_approve(actor=actor, run=run, **fields)
+    return {
+        "type": "ack",
+        "command": "approve",
+        "run_id": str(run.pk),
+        "tool_call_id": approval.tool_call_id,
+        "status": approval.status,
+    }
+
+
+COMMANDS: dict[str, CommandHandler] = {
+    "message": post_message,
+    "cancel": cancel_run,
+    "approve": approve_tool_call,
+}
+
+
+def _run_of_session(actor: Actor, session: Session, command: dict[str, Any]) -> Run:
+    """A run of this socket's session: another session's run is as unknown as a missing one."""
+    run_id = command.get("run_id")
+    if not isinstance(run_id, str):
+        raise CommandError.invalid({"run_id": ["This field is required."]})
+    run = run_get_for_actor(actor=actor, run_id=run_id)
+    if run.session_id != session.pk:
+        raise CommandError("not_found", "Not found.")
+    return run
 
 
 def _validated(serializer_class: type[Serializer], command: dict[str, Any], *, extra: tuple[str, ...]) -> Any:

@@ -7,16 +7,17 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agents.model_clients import ProviderNotConfigured, model_client_for
+from agents.runtime.compaction import CompactionPolicy
 from agents.runtime.loop import LoopConfig, LoopResult, run_agent_loop
 from agents.runtime.types import ChatMessage
 from sessions.approvals import ToolCallGate
+from sessions.compaction import compaction_policy_for, session_transcript
 from sessions.events import emit_event
 from sessions.lane import new_lease_owner, run_claim
-from sessions.models import Message, MessageRole, Run, RunStatus, StopReason
+from sessions.models import Run, RunStatus, StopReason
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from tenants.limits import tenant_limit
@@ -33,6 +34,7 @@ LOOP_OUTCOMES: dict[str, tuple[str, str]] = {
     "cancelled": (RunStatus.CANCELLED, StopReason.CANCELLED),
     "timeout": (RunStatus.TIMEOUT, StopReason.TIMEOUT),
     "llm_error": (RunStatus.FAILED, StopReason.LLM_ERROR),
+    "context_overflow": (RunStatus.FAILED, StopReason.CONTEXT_OVERFLOW),
 }
 
 
@@ -65,7 +67,7 @@ def _execute_claimed(run: Run, *, owner: str) -> None:
     recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
     toolset = toolset_for_run(run)
     result = run_agent_loop(
-        config=loop_config_for(run.agent_config),
+        config=loop_config_for(run.agent_config, compaction=compaction_policy_for(run, toolset)),
         history=transcript_for(run),
         model=model,
         tools=DjangoToolProvider(toolset, tool_context_for(run)),
@@ -84,7 +86,9 @@ def _deadline_for(run: Run) -> float:
     return time.monotonic() + max(0.0, limit - elapsed)
 
 
-def loop_config_for(agent_config: dict[str, Any]) -> LoopConfig:
+def loop_config_for(
+    agent_config: dict[str, Any], *, compaction: CompactionPolicy | None = None
+) -> LoopConfig:
     system_prompt = agent_config.get("system_prompt", "")
     if agent_config.get("goal"):
         system_prompt = f"{system_prompt}\n\nYour goal: {agent_config['goal']}".strip()
@@ -96,29 +100,13 @@ def loop_config_for(agent_config: dict[str, Any]) -> LoopConfig:
         temperature=agent_config.get("temperature"),
         max_parallel_tools=settings.RUN_MAX_PARALLEL_TOOLS,
         model_timeout_seconds=settings.MODEL_TIMEOUT_SECONDS,
+        compaction=compaction,
     )
 
 
 def transcript_for(run: Run) -> list[ChatMessage]:
-    """The session's messages in transcript order (queued messages are not placed yet).
-
-    Answers of runs that failed, timed out or were retried stay stored but leave the
-    model's context: they may end mid-turn, and a retry answers the message afresh.
-    """
-    retried = Run.objects.filter(retry_of_id=OuterRef("run_id"))
-    abandoned = Q(run__status__in=[RunStatus.FAILED, RunStatus.TIMEOUT]) | Q(Exists(retried))
-    messages = (
-        Message.objects.filter(session_id=run.session_id, position__isnull=False)
-        .exclude(abandoned & ~Q(role=MessageRole.USER))
-        .order_by("position")
-    )
-    transcript = []
-    for message in messages.only("role", "content"):
-        if message.role == MessageRole.SYSTEM:
-            continue
-        role = "assistant" if message.role == MessageRole.ASSISTANT else "user"
-        transcript.append(ChatMessage(role=role, content=list(message.content)))
-    return transcript
+    """The model's context for the run: compacted history, then the newer messages (sessions.compaction)."""
+    return session_transcript(session_id=run.session_id)
 
 
 def _record_loop_result(run: Run, result: LoopResult) -> None:

@@ -9,8 +9,16 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.runtime.types import ChatMessage, StepKind, StopRequestReason, ToolOutcome, Usage
+from agents.runtime.types import (
+    ChatMessage,
+    CompactionRecord,
+    StepKind,
+    StopRequestReason,
+    ToolOutcome,
+    Usage,
+)
 from core.redaction import redact_tool_arguments
+from sessions.compaction import compaction_snapshot_create
 from sessions.events import emit_event
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
 from sessions.sequences import next_session_number
@@ -111,6 +119,10 @@ class DjangoRunRecorder:
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
             )
+
+    def record_compaction(self, record: CompactionRecord) -> None:
+        """Store the snapshot later runs start their context from (sessions.compaction)."""
+        compaction_snapshot_create(session=self.run.session, run=self.run, record=record)
 
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
         step = Step.objects.filter(

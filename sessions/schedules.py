@@ -2,6 +2,7 @@
 
 from django_q.models import Schedule
 
+from sessions.retention import ensure_retention_schedule
 from sessions.sweeper import sweep_runs
 
 SCHEDULES = [
@@ -16,6 +17,7 @@ def scheduled_sweep() -> None:
 
 
 def ensure_schedules() -> None:
+    ensure_retention_schedule()
     for name, func, minutes in SCHEDULES:
         Schedule.objects.update_or_create(
             name=name,

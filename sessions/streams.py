@@ -9,6 +9,7 @@ the store, so a client sees every event once and in order, whichever path it cam
 """
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -69,6 +70,9 @@ def envelope_text(envelope: Envelope) -> str:
     return envelope.text if isinstance(envelope, SharedEnvelope) else json.dumps(envelope)
 
 
+_SESSION_GONE: Envelope = {"seq": 0}
+
+
 class Subscription:
     """One client's view of a session's events: replay after ``after_seq``, then live, once each."""
 
@@ -77,6 +81,7 @@ class Subscription:
         self.last_seq = after_seq
         self._inbox: asyncio.Queue[Envelope] = asyncio.Queue(maxsize=INBOX_LIMIT)
         self._is_behind = False
+        self._is_gone = False
 
     def offer(self, envelope: Envelope) -> None:
         """Called by the hub for every event it hears of, in any order, possibly twice."""
@@ -87,11 +92,22 @@ class Subscription:
         except asyncio.QueueFull:
             self._is_behind = True
 
+    def end(self) -> None:
+        """The session was deleted: finish after whatever is already queued."""
+        self._is_gone = True
+        with contextlib.suppress(asyncio.QueueFull):
+            self._inbox.put_nowait(_SESSION_GONE)
+
     async def events(self, *, idle_seconds: float) -> AsyncIterator[Envelope | None]:
-        """Every event after ``after_seq`` in seq order; ``None`` after ``idle_seconds`` of silence."""
+        """Every event after ``after_seq`` in seq order; ``None`` after ``idle_seconds`` of silence.
+
+        Ends only when the session is deleted.
+        """
         async for envelope in self._read_store():
             yield envelope
         while True:
+            if self._is_gone and self._inbox.empty():
+                return
             if self._is_behind and self._inbox.empty():
                 self._is_behind = False
                 async for envelope in self._read_store():
@@ -105,6 +121,8 @@ class Subscription:
                 except TimeoutError:
                     yield None
                     continue
+            if envelope is _SESSION_GONE:
+                continue
             seq = envelope["seq"]
             if seq <= self.last_seq:
                 continue
@@ -239,7 +257,13 @@ class StreamHub:
             await asyncio.sleep(max(0.0, poll_seconds() - (time.monotonic() - started)))
 
     async def _poll_once(self) -> None:
-        latest = await fetch_latest_event_seqs(list(self._feeds))
+        watched = list(self._feeds)
+        latest = await fetch_latest_event_seqs(watched)
+        for session_id in watched:
+            feed = self._feeds.get(session_id)
+            if session_id not in latest and feed is not None:
+                for subscriber in list(feed.subscribers):
+                    subscriber.end()
         for session_id, seq in latest.items():
             feed = self._feeds.get(session_id)
             while feed is not None and seq > feed.known_seq:

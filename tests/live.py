@@ -127,6 +127,8 @@ class LiveStack:
             "--lifespan",
             "off",
             "--no-access-log",
+            "--ws-per-message-deflate",
+            "false",
         ]
         self.server = LiveProcess(argv, self.environment, self.log_dir / "server.log").start()
         self._wait_for_server()

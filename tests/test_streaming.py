@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -20,38 +21,37 @@ from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from django.conf import settings as django_settings
 from django.db import connection
+from django.http import StreamingHttpResponse
 from django.test import AsyncRequestFactory, Client
 from django.utils import timezone
 from django_q.models import Schedule
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Subprotocol
 
-from sessions.events import emit_event
+from sessions.events import emit_event, session_group_name
 from sessions.models import Message, MessageRole, Run, RunEvent, RunStatus, Session, ToolApproval
 from sessions.retention import RETENTION_SCHEDULE_NAME, ensure_retention_schedule, prune_run_events
 from sessions.routing import websocket_application
 from sessions.sse import session_event_stream
+from tenants.models import Membership, Role
 from tests.conftest import Cast
 from tests.factories import make_agent, make_api_key
-from tests.live import LiveStack
+from tests.fake_model_server import FakeModelServer, Turn
+from tests.live import LiveStack, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RECEIVE_TIMEOUT = 5.0
 QUIET_SECONDS = 0.5
+# A worker process starting on a busy CI host takes a while to pick up its first task.
+WORKER_TIMEOUT = 30.0
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, django_db_setup: None) -> Iterator[LiveStack]:
     """One uvicorn for the module; rows committed by each test are visible to it."""
-    import os  # TEMPORARY until config/urls.py routes SSE
-
-    overlay = (
-        {"DJANGO_SETTINGS_MODULE": "overlay_settings", "PYTHONPATH": "/tmp/stream_overlay"}
-        if os.environ.get("STREAM_OVERLAY")
-        else {}
-    )
-    live = LiveStack(Path(tmp_path_factory.mktemp("streaming")), **overlay)
+    live = LiveStack(Path(tmp_path_factory.mktemp("streaming")))
     live.start_server()
     yield live
     live.stop()
@@ -97,20 +97,22 @@ def socket(
     stack: LiveStack, session_id: Any, *, key: str | None = None, query: str = "", **options: Any
 ) -> Any:
     url = f"{stack.websocket_url}/ws/sessions/{session_id}/{query}"
-    subprotocols = ["bearer", key] if key is not None else None
+    subprotocols = [Subprotocol("bearer"), Subprotocol(key)] if key is not None else None
     return connect(url, subprotocols=subprotocols, proxy=None, open_timeout=RECEIVE_TIMEOUT, **options)
 
 
-def receive(ws: ClientConnection) -> dict[str, Any]:
-    frame: dict[str, Any] = json.loads(ws.recv(timeout=RECEIVE_TIMEOUT))
+def receive(ws: ClientConnection, timeout: float = RECEIVE_TIMEOUT) -> dict[str, Any]:
+    frame: dict[str, Any] = json.loads(ws.recv(timeout=timeout))
     return frame
 
 
-def receive_events(ws: ClientConnection, count: int) -> list[dict[str, Any]]:
+def receive_events(
+    ws: ClientConnection, count: int, timeout: float = RECEIVE_TIMEOUT
+) -> list[dict[str, Any]]:
     """The next ``count`` event frames (those with a seq), skipping heartbeats."""
     events: list[dict[str, Any]] = []
     while len(events) < count:
-        frame = receive(ws)
+        frame = receive(ws, timeout)
         if "seq" in frame:
             events.append(frame)
     return events
@@ -141,6 +143,14 @@ def close_code(ws: ClientConnection) -> int:
         pytest.fail(f"received {frame!r} before the close")
     assert closed.value.rcvd is not None
     return closed.value.rcvd.code
+
+
+def browser_cookie(user: Any) -> str:
+    """The Cookie header of a browser where ``user`` has logged in."""
+    browser = Client()
+    browser.force_login(user)
+    name = django_settings.SESSION_COOKIE_NAME
+    return f"{name}={browser.cookies[name].value}"
 
 
 def seqs(events: list[dict[str, Any]]) -> list[int]:
@@ -258,6 +268,39 @@ def test_two_runs_emitting_at_once_give_one_gap_free_sequence(stack: LiveStack, 
     )
 
 
+@pytest.mark.skipif(not django_settings.REDIS_URL, reason="pub/sub needs REDIS_URL")
+def test_with_redis_one_server_process_subscribes_once_per_session(stack: LiveStack, world: World) -> None:
+    import redis
+
+    client = redis.Redis.from_url(django_settings.REDIS_URL)
+    channel = f"asgi__group__{session_group_name(world.session.pk)}"
+
+    def subscribers() -> int:
+        return int(dict(client.pubsub_numsub(channel))[channel.encode()])
+
+    with (
+        socket(stack, world.session.pk, key=world.alice_key) as first,
+        socket(stack, world.session.pk, key=world.alice_key) as second,
+    ):
+        emit_deltas(world.run, ["both"])
+        received = [receive_events(first, 1)[0]["seq"], receive_events(second, 1)[0]["seq"]]
+        while_connected = subscribers()
+    wait_until(lambda: subscribers() == 0, timeout=5, message="the group subscription to end")
+    client.close()
+
+    assert received == [1, 1]
+    assert while_connected == 1
+
+
+def test_deleting_the_session_closes_its_sockets_4404(stack: LiveStack, world: World) -> None:
+    with socket(stack, world.session.pk, key=world.alice_key) as ws:
+        emit_deltas(world.run, ["last words"])
+        [event] = receive_events(ws, 1)
+        Session.objects.filter(pk=world.session.pk).delete()
+
+        assert (event["seq"], close_code(ws)) == (1, 4404)
+
+
 def test_another_tenants_socket_is_closed_4404_and_receives_nothing(stack: LiveStack, world: World) -> None:
     emit_deltas(world.run, ["secret"])
 
@@ -295,11 +338,7 @@ def test_api_key_in_the_query_string_authenticates(stack: LiveStack, world: Worl
 
 
 def test_browser_session_cookie_authenticates_from_our_origin(stack: LiveStack, world: World) -> None:
-    browser = Client()
-    browser.force_login(world.cast.alice)
-    cookie = (
-        f"{django_settings.SESSION_COOKIE_NAME}={browser.cookies[django_settings.SESSION_COOKIE_NAME].value}"
-    )
+    cookie = browser_cookie(world.cast.alice)
     emit_deltas(world.run, ["hi"])
 
     with socket(stack, world.session.pk, origin=stack.base_url, additional_headers={"Cookie": cookie}) as ws:
@@ -331,7 +370,7 @@ def test_socket_commands_post_and_cancel_through_the_services(stack: LiveStack, 
         "run_id": str(run.pk),
         "id": "m1",
     }
-    assert Message.objects.get(pk=run.user_message_id).text == "Hello there"
+    assert run.user_message is not None and run.user_message.text == "Hello there"
     assert (queued["type"], queued["run_id"], queued["data"]) == (
         "run.queued",
         str(run.pk),
@@ -436,6 +475,21 @@ def test_socket_commands_answer_errors_without_closing(stack: LiveStack, world: 
     ]
 
 
+def test_socket_commands_see_a_role_change_at_once(stack: LiveStack, world: World) -> None:
+    with socket(stack, world.session.pk, key=world.alice_key) as ws:
+        Membership.objects.filter(user=world.cast.alice).update(role=Role.VIEWER)
+        ws.send(json.dumps({"type": "message", "content": "still an owner?"}))
+        reply = receive_reply(ws)
+
+    assert reply == {
+        "type": "error",
+        "code": "permission_denied",
+        "message": "Your role does not allow this action.",
+        "fields": {},
+    }
+    assert Message.objects.count() == 0
+
+
 def test_idle_socket_gets_heartbeats(world: World, settings: Any) -> None:
     settings.STREAM_HEARTBEAT_SECONDS = 0.2
 
@@ -462,47 +516,115 @@ def test_idle_socket_gets_heartbeats(world: World, settings: Any) -> None:
     ]
 
 
+@pytest.fixture
+def agent_stack(tmp_path: Path, fake_model: FakeModelServer) -> Iterator[LiveStack]:
+    """A server and a separate django-q2 worker whose agents talk to the fake model."""
+    live = LiveStack(tmp_path, ANTHROPIC_API_KEY="test-anthropic-key", ANTHROPIC_BASE_URL=fake_model.url)
+    live.start_server()
+    live.start_worker(workers=1)
+    yield live
+    live.stop()
+
+
+def is_subsequence(wanted: list[str], actual: list[str]) -> bool:
+    remaining = iter(actual)
+    return all(item in remaining for item in wanted)
+
+
+def test_a_workers_run_streams_to_a_socket_that_reconnects_mid_run(
+    cast: Cast, fake_model: FakeModelServer, agent_stack: LiveStack
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    session = Session.objects.create(tenant=cast.tenant_a, agent=agent, created_by=cast.alice)
+    answer = "Two plus three is five. " * 12
+    fake_model.script(
+        Turn(tool_calls=[("calculator", {"expression": "2+3"})]),
+        Turn(text=answer, chunk_size=6, chunk_delay=0.02),
+        match="stream-test",
+    )
+    key = make_api_key(tenant=cast.tenant_a, user=cast.alice)
+
+    with socket(agent_stack, session.pk, key=key) as ws:
+        ws.send(json.dumps({"type": "message", "content": "stream-test: 2+3?"}))
+        run_id = receive_reply(ws)["run_id"]
+        before: list[dict[str, Any]] = []
+        while sum(event["type"] == "text.delta" for event in before) < 3:
+            before += receive_events(ws, 1, timeout=WORKER_TIMEOUT)
+    with socket(agent_stack, session.pk, key=key, query=f"?after={before[-1]['seq']}") as ws:
+        after: list[dict[str, Any]] = []
+        while not after or after[-1]["type"] != "run.completed":
+            after += receive_events(ws, 1, timeout=WORKER_TIMEOUT)
+        assert_no_more_events(ws)
+
+    events = before + after
+    types = [event["type"] for event in events]
+    final_message = (
+        Message.objects.filter(run_id=run_id, role=MessageRole.ASSISTANT).order_by("position").last()
+    )
+    assert seqs(events) == list(range(1, len(events) + 1))
+    assert RunEvent.objects.filter(session=session).count() == len(events)
+    assert {event["run_id"] for event in events} == {run_id}
+    assert is_subsequence(
+        [
+            "run.queued", "run.started", "message.started", "tool.call", "tool.result", "message.started",
+            "text.delta", "message.completed", "usage", "run.completed",
+        ],
+        types,
+    ), types  # fmt: skip
+    assert "".join(event["data"]["text"] for event in events if event["type"] == "text.delta") == answer
+    assert final_message is not None and final_message.text == answer
+
+
 # --- SSE ------------------------------------------------------------------------------
 
 
-def sse_events(response: httpx.Response, count: int) -> list[dict[str, Any]]:
-    """Parse ``count`` events (id, event, data) from an open SSE response."""
-    events: list[dict[str, Any]] = []
-    fields: dict[str, str] = {}
-    for line in response.iter_lines():
-        if line == "":
-            if "data" in fields:
-                events.append(
-                    {"id": fields["id"], "event": fields["event"], "data": json.loads(fields["data"])}
-                )
-                if len(events) == count:
-                    return events
-            fields = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(": ")
-            fields[name] = value
-    return events
+class EventStream:
+    """Reads SSE events (id, event, data) from one open response, across several calls."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._lines = response.iter_lines()
+
+    def read(self, count: int) -> list[dict[str, Any]]:
+        """The next ``count`` events, or fewer if the server ends the stream first."""
+        events: list[dict[str, Any]] = []
+        fields: dict[str, str] = {}
+        for line in self._lines:
+            if line == "":
+                if "data" in fields:
+                    events.append(
+                        {"id": fields["id"], "event": fields["event"], "data": json.loads(fields["data"])}
+                    )
+                    if len(events) == count:
+                        return events
+                fields = {}
+            elif not line.startswith(":"):
+                name, _, value = line.partition(": ")
+                fields[name] = value
+        return events
 
 
-def sse_get(stack: LiveStack, path: str, key: str, **headers: str) -> Any:
+@contextmanager
+def sse_get(stack: LiveStack, path: str, key: str, **headers: str) -> Iterator[EventStream]:
     headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {key}", **headers}
-    return httpx.stream("GET", f"{stack.base_url}{path}", headers=headers, timeout=RECEIVE_TIMEOUT)
+    with httpx.stream("GET", f"{stack.base_url}{path}", headers=headers, timeout=RECEIVE_TIMEOUT) as response:
+        yield EventStream(response)
 
 
 def test_sse_resumes_with_last_event_id_without_gaps_or_duplicates(stack: LiveStack, world: World) -> None:
     path = f"/api/v1/sessions/{world.session.pk}/events/"
     emit_deltas(world.run, ["a", "b", "c"])
 
-    with sse_get(stack, path, world.alice_key) as response:
-        first = sse_events(response, 3)
+    with sse_get(stack, path, world.alice_key) as stream:
+        first = stream.read(3)
     emit_deltas(world.run, ["d", "e"])
-    with sse_get(stack, f"{path}?after=1", world.alice_key, **{"Last-Event-ID": first[-1]["id"]}) as response:
-        missed = sse_events(response, 2)
+    with sse_get(stack, f"{path}?after=1", world.alice_key, **{"Last-Event-ID": first[-1]["id"]}) as stream:
+        missed = stream.read(2)
         emit_deltas(world.run, ["f"])
-        live = sse_events(response, 1)
+        live = stream.read(1)
 
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/event-stream")
+    assert stream.response.status_code == 200
+    assert stream.response.headers["content-type"].startswith("text/event-stream")
     everything = first + missed + live
     assert [event["id"] for event in everything] == ["1", "2", "3", "4", "5", "6"]
     assert {event["event"] for event in everything} == {"text.delta"}
@@ -513,10 +635,22 @@ def test_sse_resumes_with_last_event_id_without_gaps_or_duplicates(stack: LiveSt
 def test_sse_after_query_parameter_resumes(stack: LiveStack, world: World) -> None:
     emit_deltas(world.run, ["a", "b", "c"])
 
-    with sse_get(stack, f"/api/v1/sessions/{world.session.pk}/events/?after=2", world.alice_key) as response:
-        [event] = sse_events(response, 1)
+    with sse_get(stack, f"/api/v1/sessions/{world.session.pk}/events/?after=2", world.alice_key) as stream:
+        [event] = stream.read(1)
 
     assert (event["id"], event["data"]["data"]) == ("3", {"text": "c"})
+
+
+def test_sse_accepts_the_browser_session(stack: LiveStack, world: World) -> None:
+    cookie = browser_cookie(world.cast.alice)
+    emit_deltas(world.run, ["for the browser"])
+    url = f"{stack.base_url}/api/v1/sessions/{world.session.pk}/events/"
+
+    headers = {"Accept": "text/event-stream", "Cookie": cookie}
+    with httpx.stream("GET", url, headers=headers, timeout=RECEIVE_TIMEOUT) as response:
+        [event] = EventStream(response).read(1)
+
+    assert (event["id"], event["data"]["data"]) == ("1", {"text": "for the browser"})
 
 
 def test_run_sse_stream_ends_after_the_runs_terminal_event(stack: LiveStack, world: World) -> None:
@@ -525,13 +659,13 @@ def test_run_sse_stream_ends_after_the_runs_terminal_event(stack: LiveStack, wor
     emit(other_run, "run.started")
     emit(world.run, text="x")
 
-    with sse_get(stack, f"/api/v1/runs/{world.run.pk}/events/", world.alice_key) as response:
-        replayed = sse_events(response, 2)
+    with sse_get(stack, f"/api/v1/runs/{world.run.pk}/events/", world.alice_key) as stream:
+        replayed = stream.read(2)
         emit(other_run, text="not mine")
         emit(world.run, text="y")
         emit(world.run, "run.completed", status="completed", stop_reason="end_turn")
         emit(other_run, text="after the end")
-        rest = sse_events(response, 10)  # returns when the server ends the stream
+        rest = stream.read(10)  # returns when the server ends the stream
 
     assert [(event["id"], event["event"]) for event in replayed + rest] == [
         ("1", "run.started"), ("3", "text.delta"), ("5", "text.delta"), ("6", "run.completed"),
@@ -543,10 +677,10 @@ def test_run_sse_stream_of_a_finished_run_replays_and_ends(stack: LiveStack, wor
     emit(world.run, "run.failed", status="failed", stop_reason="error")
     Run.objects.filter(pk=world.run.pk).update(status=RunStatus.FAILED, finished_at=timezone.now())
 
-    with sse_get(stack, f"/api/v1/runs/{world.run.pk}/events/", world.alice_key) as response:
-        everything = sse_events(response, 10)
-    with sse_get(stack, f"/api/v1/runs/{world.run.pk}/events/?after=2", world.alice_key) as response:
-        nothing_new = sse_events(response, 10)
+    with sse_get(stack, f"/api/v1/runs/{world.run.pk}/events/", world.alice_key) as stream:
+        everything = stream.read(10)
+    with sse_get(stack, f"/api/v1/runs/{world.run.pk}/events/?after=2", world.alice_key) as stream:
+        nothing_new = stream.read(10)
 
     assert [event["event"] for event in everything] == ["run.started", "run.failed"]
     assert nothing_new == []
@@ -623,8 +757,9 @@ def test_sse_sends_keep_alive_comments_when_idle(world: World, settings: Any) ->
 
     async def first_chunks() -> list[str]:
         response = await session_event_stream(request, str(world.session.pk))
-        chunks = aiter(response.streaming_content)  # type: ignore[attr-defined]
-        received = [(await anext(chunks)).decode() for _ in range(3)]
+        assert isinstance(response, StreamingHttpResponse)
+        chunks = aiter(response)
+        received = [bytes(await anext(chunks)).decode() for _ in range(3)]
         await chunks.aclose()  # type: ignore[attr-defined]
         return received
 

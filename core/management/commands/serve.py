@@ -36,9 +36,13 @@ class Command(BaseCommand):
                 "--no-access-log",
                 "--lifespan",
                 "off",
+                # Compressing every frame for every subscriber costs more CPU than it saves.
+                "--ws-per-message-deflate",
+                "false",
             ]
         )
-        cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"])
+        # `worker` = a django-q2 cluster plus the run sweeper (sessions/management/commands).
+        cluster = subprocess.Popen([sys.executable, "manage.py", "worker"])  # noqa: S603 - fixed argv
         processes = [server, cluster]
         self.stdout.write(
             f"Agentry is running on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"
