@@ -22,9 +22,12 @@ api_v1: list[URLPattern | URLResolver] = [
     # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.
     path(
         "sessions/<str:pk>/events/",
-        with_event_stream(SessionViewSet.as_view({"get": "events"}), session_event_stream),
+        with_event_stream(SessionViewSet.as_view({"get": "events"}), session_event_stream),  # type: ignore[arg-type]
     ),
-    path("runs/<str:pk>/events/", with_event_stream(RunViewSet.as_view({"get": "events"}), run_event_stream)),
+    path(
+        "runs/<str:pk>/events/",
+        with_event_stream(RunViewSet.as_view({"get": "events"}), run_event_stream),  # type: ignore[arg-type]
+    ),
     path("", include(router.urls)),
     path("workers/", WorkerStatusView.as_view(), name="workers"),
     path(

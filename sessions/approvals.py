@@ -93,8 +93,9 @@ def _check_for(approval: ToolApproval) -> ApprovalCheck:
     reason = approval.reason
     if approval.status == ApprovalStatus.EXPIRED:
         reason = reason or "the approval request expired"
-    state = "approved" if approval.decision == "approve" else "denied"
-    return ApprovalCheck(state=state, reason=reason)
+    if approval.decision == "approve":
+        return ApprovalCheck(state="approved", reason=reason)
+    return ApprovalCheck(state="denied", reason=reason)
 
 
 def approval_decide(

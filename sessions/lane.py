@@ -7,7 +7,7 @@ django-q2 task is only the nudge that makes a worker look.
 import os
 import socket
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
@@ -26,7 +26,7 @@ def new_lease_owner() -> str:
     return f"{WORKER_IDENTITY}:{uuid.uuid4().hex[:8]}"
 
 
-def lease_expiry() -> timezone.datetime:
+def lease_expiry() -> datetime:
     return timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
 
 
@@ -78,6 +78,8 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
 
 def _place_user_message(run: Run) -> None:
     """A queued message joins the transcript when its run starts, after earlier answers."""
+    if run.user_message_id is None:
+        return
     message = Message.objects.filter(pk=run.user_message_id, position__isnull=True).first()
     if message is not None:
         message.position = next_session_number(session_id=run.session_id, counter="last_message_position")

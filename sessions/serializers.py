@@ -207,7 +207,7 @@ class RunEventSerializer(serializers.Serializer):
     run_id = serializers.UUIDField(allow_null=True)
     type = serializers.CharField()
     ts = serializers.CharField()
-    data = serializers.DictField()
+    data = serializers.DictField()  # type: ignore[assignment]  # the envelope's field, not Serializer.data
 
     def to_representation(self, instance: RunEvent) -> dict[str, Any]:
         return event_envelope(instance)

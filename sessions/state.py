@@ -32,7 +32,7 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 TERMINAL_RUN_STATUSES = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMEOUT})
 ACTIVE_RUN_STATUSES = frozenset({S.PLANNING, S.EXECUTING, S.AWAITING_APPROVAL, S.CANCELLING})
-TERMINAL_EVENT_TYPES = {
+TERMINAL_EVENT_TYPES: dict[str, str] = {
     S.COMPLETED: "run.completed",
     S.FAILED: "run.failed",
     S.CANCELLED: "run.cancelled",

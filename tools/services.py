@@ -61,7 +61,7 @@ def _validate_tool(tool: Tool) -> None:
 
 def _save_tool(tool: Tool) -> Tool:
     _validate_tool(tool)
-    if Tool.objects.filter(tenant_id=tool.tenant_id, name=tool.name).exclude(pk=tool.pk).exists():
+    if Tool.objects.filter(tenant=tool.tenant, name=tool.name).exclude(pk=tool.pk).exists():
         raise ValidationError({"name": ["A tool with this name already exists in this tenant."]})
     try:
         with transaction.atomic():
