@@ -47,6 +47,8 @@ class Agent(models.Model):
     approval_required_tools = models.JSONField(default=list, blank=True)
     # Wall-clock limit of one run; empty means the tenant's default.
     run_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Summarize older turns when the context nears the model's window (agents.runtime.compaction).
+    context_compaction_enabled = models.BooleanField(default=True)
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

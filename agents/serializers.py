@@ -28,6 +28,7 @@ class AgentSerializer(StrictModelSerializer):
             "max_tokens",
             "approval_required_tools",
             "run_timeout_seconds",
+            "context_compaction_enabled",
             "is_active",
             "created_by",
             "created_at",

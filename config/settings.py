@@ -248,6 +248,14 @@ STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.1
 STREAM_HEARTBEAT_SECONDS = env_float("STREAM_HEARTBEAT_SECONDS", 20.0)
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
 
+# --- Context compaction ----------------------------------------------------------------------
+# Compact when a request passes this share of the model's context window.
+CONTEXT_COMPACTION_THRESHOLD = env_float("CONTEXT_COMPACTION_THRESHOLD", 0.85)
+# Always keep at least this many latest messages, up to this share of the budget.
+CONTEXT_COMPACTION_KEEP_MESSAGES = env_int("CONTEXT_COMPACTION_KEEP_MESSAGES", 4)
+CONTEXT_COMPACTION_KEEP_SHARE = env_float("CONTEXT_COMPACTION_KEEP_SHARE", 0.3)
+CONTEXT_COMPACTION_SUMMARY_MAX_TOKENS = env_int("CONTEXT_COMPACTION_SUMMARY_MAX_TOKENS", 4096)
+
 # --- Tools ------------------------------------------------------------------------------------
 # Outbound fetches (web_fetch, HTTP tools) refuse private, loopback and metadata addresses
 # unless this allows them (a trusted lab network).

@@ -8,6 +8,7 @@ from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from mcp_servers.api import McpServerViewSet
 from sessions.api import RunViewSet, SessionViewSet
+from sessions.compaction_api import SessionCompactionViewSet
 from sessions.sse import run_event_stream, session_event_stream, with_event_stream
 from tools.api import AgentToolsViewSet, ToolViewSet
 
@@ -27,6 +28,11 @@ api_v1: list[URLPattern | URLResolver] = [
     path(
         "runs/<str:pk>/events/",
         with_event_stream(RunViewSet.as_view({"get": "events"}), run_event_stream),  # type: ignore[arg-type]
+    ),
+    path(
+        "sessions/<str:pk>/compact/",
+        SessionCompactionViewSet.as_view({"post": "compact"}),
+        name="session-compact",
     ),
     path("", include(router.urls)),
     path("workers/", WorkerStatusView.as_view(), name="workers"),

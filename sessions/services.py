@@ -74,6 +74,7 @@ def agent_config_snapshot(agent: Agent, *, actor: Actor) -> dict[str, Any]:
         "max_steps": agent.max_steps,
         "max_tokens": agent.max_tokens,
         "run_timeout_seconds": agent.run_timeout_seconds,
+        "context_compaction_enabled": agent.context_compaction_enabled,
         "tool_policy": policy_snapshot(agent),
         "actor_role": actor.role,
     }

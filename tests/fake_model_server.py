@@ -3,6 +3,7 @@
 It speaks real HTTP/1.1 and server-sent events on 127.0.0.1, so the official SDKs run unchanged
 against it. Tests script the model's turns; see ``FakeModelServer``. Run standalone for benchmarks:
 ``python tests/fake_model_server.py --port 0 --default-text "Hello"`` prints the base URL.
+Anthropic's ``/v1/messages/count_tokens`` answers deterministically (``anthropic_token_count``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ OPENAI_MID_STREAM_ERROR = {
     "error": {"message": "The server had an error while processing your request.", "type": "server_error"}
 }
 CHUNKED_BODY_END = b"0\r\n\r\n"
+COUNT_TOKENS_PATH_SUFFIX = "/messages/count_tokens"
+# The parts of a Messages request that count as input, as the token-counting endpoint takes them.
+COUNTED_FIELDS = ("system", "messages", "tools")
 
 
 @dataclass
@@ -101,6 +105,16 @@ class RecordedRequest:
     @property
     def api(self) -> Api:
         return "openai" if self.path.endswith("/chat/completions") else "anthropic"
+
+
+def anthropic_token_count(body: JsonObject) -> int:
+    """The fake's deterministic token count of a Messages (or count_tokens) request body.
+
+    A quarter of the characters of its counted fields as compact JSON: tests measure a recorded
+    ``/v1/messages`` request with this to see what the counting endpoint would have answered.
+    """
+    counted = {name: body[name] for name in COUNTED_FIELDS if name in body}
+    return -(-len(json.dumps(counted, sort_keys=True, separators=(",", ":"))) // 4)
 
 
 def _api_for_path(path: str) -> Api | None:
@@ -371,13 +385,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw_body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()
+        body = json.loads(raw_body) if raw_body else {}
+        fake = self.server.fake
+        recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        if self.path.split("?", 1)[0].endswith(COUNT_TOKENS_PATH_SUFFIX):
+            fake._record_token_count(recorded)
+            self._send_token_count(body, error_status=fake._token_count_error_status)
+            return
         api = _api_for_path(self.path)
         if api is None:
             self._send_json(404, {"error": {"type": "not_found_error", "message": f"no route {self.path}"}})
             return
-        body = json.loads(raw_body) if raw_body else {}
-        fake = self.server.fake
-        fake._record(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        fake._record(recorded)
         turn = fake._next_turn(raw_body, body)
         if turn is None:
             self._send_no_scripted_turn(api)
@@ -401,6 +420,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(encoded)
+
+    def _send_token_count(self, body: JsonObject, *, error_status: int | None) -> None:
+        if error_status is not None:
+            error_type = ANTHROPIC_ERROR_TYPES.get(error_status, "api_error")
+            message = f"fake model server: scripted {error_status} {error_type}"
+            payload = {"type": "error", "error": {"type": error_type, "message": message}}
+            self._send_json(error_status, payload, headers={"x-should-retry": "false"})
+            return
+        self._send_json(200, {"input_tokens": anthropic_token_count(body)})
 
     def _send_no_scripted_turn(self, api: Api) -> None:
         message = "fake model server: no scripted turn for this request and no default turn"
@@ -480,6 +508,8 @@ class FakeModelServer:
         self._script: deque[Turn] = deque()
         self._default: Turn | None = None
         self._requests: list[RecordedRequest] = []
+        self._token_count_requests: list[RecordedRequest] = []
+        self._token_count_error_status: int | None = None
         self._closed_streams = 0
         self._connections: set[socket.socket] = set()
         self._is_stopping = threading.Event()
@@ -551,6 +581,11 @@ class FakeModelServer:
         with self._lock:
             self._default = turn
 
+    def fail_token_counts(self, status: int | None) -> None:
+        """Answer ``/v1/messages/count_tokens`` with this error status (None: count again)."""
+        with self._lock:
+            self._token_count_error_status = status
+
     def reset(self) -> None:
         """Forget scripts, the default turn, recorded requests and counters."""
         with self._lock:
@@ -558,6 +593,8 @@ class FakeModelServer:
             self._script.clear()
             self._default = None
             self._requests.clear()
+            self._token_count_requests.clear()
+            self._token_count_error_status = None
             self._closed_streams = 0
 
     # Observations
@@ -566,6 +603,12 @@ class FakeModelServer:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def token_count_requests(self) -> list[RecordedRequest]:
+        """Requests to the token-counting endpoint, kept apart from ``requests`` (model calls)."""
+        with self._lock:
+            return list(self._token_count_requests)
 
     @property
     def closed_streams(self) -> int:
@@ -594,6 +637,11 @@ class FakeModelServer:
             if self._is_recording:
                 self._requests.append(request)
             self._changed.notify_all()
+
+    def _record_token_count(self, request: RecordedRequest) -> None:
+        with self._lock:
+            if self._is_recording:
+                self._token_count_requests.append(request)
 
     def _count_closed_stream(self) -> None:
         with self._changed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agents.runtime.compaction import CompactionPolicy, ContextCompactor
 from agents.runtime.model_turn import TurnInterrupted, call_model
 from agents.runtime.stop_signal import StopSignal
 from agents.runtime.tool_execution import run_tool_calls, tool_calls_in, tool_result_block
@@ -17,6 +18,7 @@ from agents.runtime.types import (
     ApprovalCheck,
     ApprovalGate,
     ChatMessage,
+    CompactionReason,
     ModelClient,
     ModelRequest,
     ModelResponseCompleted,
@@ -35,6 +37,7 @@ LoopStopReason = Literal[
     "cancelled",
     "timeout",
     "llm_error",
+    "context_overflow",
     "lease_lost",
     "awaiting_approval",
 ]
@@ -53,6 +56,8 @@ class LoopConfig:
     max_parallel_tools: int = 4
     model_timeout_seconds: float = 120.0
     delta_flush_seconds: float = 0.03
+    # None switches context compaction off.
+    compaction: CompactionPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -131,8 +136,34 @@ class _AgentLoop:
         self.stop = StopSignal(recorder)
         self.usage = Usage()
         self.final_text = ""
+        self.compactor = (
+            ContextCompactor(
+                policy=config.compaction,
+                model=model,
+                recorder=recorder,
+                stop=self.stop,
+                tools=tools,
+                max_parallel_tools=config.max_parallel_tools,
+            )
+            if config.compaction is not None
+            else None
+        )
 
     def call_model(self) -> ModelResponseCompleted | TurnInterrupted:
+        """One model call; the context is compacted first when it passes the threshold.
+
+        When the provider answers that the context is too long, compact and retry once.
+        """
+        if self.compactor is not None:
+            tokens = self.compactor.tokens_over_threshold(self._model_request())
+            if tokens is not None:
+                self._compact("threshold", tokens_before=tokens)
+        response = self._stream_response()
+        if self._is_overflow(response) and self._compact("overflow"):
+            response = self._stream_response()
+        return response
+
+    def _stream_response(self) -> ModelResponseCompleted | TurnInterrupted:
         self.model_calls_done += 1
         response = call_model(
             self._model_request(),
@@ -145,6 +176,27 @@ class _AgentLoop:
         if isinstance(response, ModelResponseCompleted):
             self._record_response(response)
         return response
+
+    @staticmethod
+    def _is_overflow(response: ModelResponseCompleted | TurnInterrupted) -> bool:
+        return isinstance(response, TurnInterrupted) and response.reason == "context_overflow"
+
+    def _compact(self, reason: CompactionReason, *, tokens_before: int | None = None) -> bool:
+        """Continue from a compacted context; False when compaction is off or found nothing to cut.
+
+        The compaction's own model calls count in the run's usage.
+        """
+        if self.compactor is None:
+            return False
+        compaction = self.compactor.compact(self._model_request(), reason=reason, tokens_before=tokens_before)
+        if compaction is None:
+            return False
+        self.messages = list(compaction.messages)
+        spent = compaction.record.usage
+        if spent.total_tokens or spent.cache_read_tokens or spent.cache_write_tokens:
+            self.usage.add(spent)
+            self.recorder.emit("usage", {"usage": spent.as_dict(), "total_usage": self.usage.as_dict()})
+        return True
 
     def answer_tool_calls(
         self, calls: list[ToolCallRequested]

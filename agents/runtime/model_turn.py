@@ -19,7 +19,7 @@ from agents.runtime.types import (
     Usage,
 )
 
-InterruptionReason = Literal["cancelled", "timeout", "lease_lost", "llm_error"]
+InterruptionReason = Literal["cancelled", "timeout", "lease_lost", "llm_error", "context_overflow"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ def call_model(
         return TurnInterrupted(reason=reason, usage=cancelled.usage)
     except ModelError as error:
         recorder.fail_step(step_id, error=str(error))
-        return TurnInterrupted(reason="llm_error", usage=Usage(), error=str(error))
+        failure: InterruptionReason = "context_overflow" if error.kind == "context_overflow" else "llm_error"
+        return TurnInterrupted(reason=failure, usage=Usage(), error=str(error))
     recorder.emit("message.completed", {"content": response.content})
     recorder.complete_step(
         step_id,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 ContentBlock = dict[str, Any]
 ChatRole = Literal["user", "assistant"]
@@ -159,6 +159,17 @@ class ModelClient(Protocol):
     ) -> Iterator[ModelStreamEvent]: ...
 
 
+@runtime_checkable
+class TokenCounter(Protocol):
+    """A model client that can count a request's input tokens the way its provider does.
+
+    Optional on a ``ModelClient``: ``agents.runtime.tokens`` estimates for clients without it.
+    Raises ``ModelError`` when the provider cannot answer.
+    """
+
+    def count_tokens(self, request: ModelRequest) -> int: ...
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     """What a tool call returns to the model. ``is_error`` results are shown to the model too."""
@@ -234,3 +245,34 @@ class ApprovalGate(Protocol):
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
         """The state of each call by id; calls missing from the answer need no approval."""
         ...
+
+
+CompactionReason = Literal["threshold", "overflow", "manual"]
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """One compaction of the context (see ``agents.runtime.compaction``).
+
+    ``kept_tail`` holds the newest messages of the old context, kept verbatim after the summary:
+    the store maps them to its own rows to know which stored messages the summary replaces.
+    ``summary`` is empty when summarizing failed and the oldest turns were dropped instead.
+    """
+
+    reason: CompactionReason
+    summary: str
+    is_fallback: bool
+    kept_tail: list[ChatMessage]
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    usage: Usage
+    error: str | None = None
+
+
+@runtime_checkable
+class CompactionRecorder(Protocol):
+    """Optional on a ``RunRecorder``: persists each compaction (a snapshot) before its event is emitted."""
+
+    def record_compaction(self, record: CompactionRecord) -> None: ...

@@ -47,6 +47,8 @@ STOP_REASONS: dict[str, ModelStopReason] = {
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
 }
+COUNT_TOKENS_TIMEOUT_SECONDS = 10.0
+COUNT_TOKENS_MAX_RETRIES = 1
 
 
 class AnthropicModelClient:
@@ -62,6 +64,25 @@ class AnthropicModelClient:
         self._client = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout_seconds
         )
+        # Counting only guides compaction, which has an estimate to fall back on: fail fast.
+        self._counting_client = self._client.with_options(
+            max_retries=COUNT_TOKENS_MAX_RETRIES, timeout=COUNT_TOKENS_TIMEOUT_SECONDS
+        )
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The request's input tokens, from the Messages API's token-counting endpoint."""
+        try:
+            counted = self._counting_client.messages.count_tokens(
+                model=request.model,
+                system=request.system or anthropic.omit,
+                messages=[_message_param(message) for message in request.messages],
+                tools=[_tool_param(spec) for spec in request.tools] or anthropic.omit,
+            )
+        except anthropic.APIError as error:
+            raise _model_error(error) from error
+        except httpx2.TransportError as error:
+            raise model_error_for_transport(error) from error
+        return counted.input_tokens
 
     def stream(self, request: ModelRequest, *, should_stop: Callable[[], bool]) -> Iterator[ModelStreamEvent]:
         if should_stop():

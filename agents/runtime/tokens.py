@@ -1,0 +1,94 @@
+"""Token counts of model requests and the context window of each model.
+
+Providers with a counting endpoint (Anthropic) count exactly through ``TokenCounter``; the others,
+and a counter that fails, get a deterministic estimate: about four characters per token of the
+request serialized as JSON (system prompt, messages and tool definitions).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+from agents.runtime.types import ChatMessage, ModelClient, ModelError, ModelRequest, TokenCounter
+
+logger = logging.getLogger(__name__)
+
+CHARACTERS_PER_TOKEN = 4
+# Most specific prefix first: the first match wins.
+CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("claude-", 200_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-5", 400_000),
+    ("gpt-4o", 128_000),
+    ("gpt-", 128_000),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4", 200_000),
+    ("offline-", 1_000_000),
+)
+DEFAULT_CONTEXT_WINDOW = 128_000
+# Below this share of the budget the estimate decides alone: no counting request is sent.
+PRECISE_COUNT_FROM_SHARE = 0.5
+
+
+def context_window_for(model_name: str, *, override: int | None = None) -> int:
+    """The model's context window in tokens; a positive ``override`` (agent config) wins."""
+    if override is not None and override > 0:
+        return override
+    lowered = model_name.lower()
+    for prefix, window in CONTEXT_WINDOWS:
+        if lowered.startswith(prefix):
+            return window
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def estimate_text_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARACTERS_PER_TOKEN)
+
+
+def _serialized(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _message_payload(message: ChatMessage) -> dict[str, Any]:
+    return {"role": message.role, "content": message.content}
+
+
+def estimate_message_tokens(message: ChatMessage) -> int:
+    return estimate_text_tokens(_serialized(_message_payload(message)))
+
+
+def estimate_request_tokens(request: ModelRequest) -> int:
+    """The estimate: characters of the serialized system prompt, messages and tools, divided by four."""
+    payload = {
+        "system": request.system,
+        "messages": [_message_payload(message) for message in request.messages],
+        "tools": [
+            {"name": spec.name, "description": spec.description, "input_schema": spec.input_schema}
+            for spec in request.tools
+        ],
+    }
+    return estimate_text_tokens(_serialized(payload))
+
+
+def count_request_tokens(
+    model: ModelClient, request: ModelRequest, *, budget_tokens: int | None = None
+) -> int:
+    """The request's input tokens: the provider's count when it has one, else the estimate.
+
+    With ``budget_tokens``, a request whose estimate is far below the budget is not sent to the
+    provider's counter: only counts near the budget decide anything.
+    """
+    estimate = estimate_request_tokens(request)
+    if not isinstance(model, TokenCounter):
+        return estimate
+    if budget_tokens is not None and estimate < budget_tokens * PRECISE_COUNT_FROM_SHARE:
+        return estimate
+    try:
+        return model.count_tokens(request)
+    except ModelError as error:
+        logger.info("token counting failed (%s); using the estimate", error)
+        return estimate
