@@ -208,7 +208,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {},
+    "ENUM_NAME_OVERRIDES": {"MemoryStatusEnum": "memory.models.MemoryStatus"},
     "APPEND_COMPONENTS": {
         "securitySchemes": {
             "ApiKeyAuth": {"type": "http", "scheme": "bearer", "description": "An Agentry API key."},
@@ -247,6 +247,25 @@ RUN_EVENT_RETENTION_DAYS = env_int("RUN_EVENT_RETENTION_DAYS", 30)
 STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.1)
 STREAM_HEARTBEAT_SECONDS = env_float("STREAM_HEARTBEAT_SECONDS", 20.0)
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
+
+# --- Memory --------------------------------------------------------------------------------------
+MEMORY_RECENCY_HALF_LIFE_DAYS = env_float("MEMORY_RECENCY_HALF_LIFE_DAYS", 30.0)
+MEMORY_RECENCY_FLOOR = env_float("MEMORY_RECENCY_FLOOR", 0.2)
+MEMORY_CONTEXT_LIMIT = env_int("MEMORY_CONTEXT_LIMIT", 5)
+MEMORY_MAX_PER_AGENT = env_int("MEMORY_MAX_PER_AGENT", 10_000)
+# none (full text only), openai (any OpenAI-compatible /embeddings), sentence-transformers (optional extra)
+MEMORY_EMBEDDINGS_BACKEND = env_str("MEMORY_EMBEDDINGS_BACKEND", "none")
+if MEMORY_EMBEDDINGS_BACKEND not in ("none", "openai", "sentence-transformers"):
+    raise ImproperlyConfigured("MEMORY_EMBEDDINGS_BACKEND must be none, openai or sentence-transformers")
+MEMORY_EMBEDDINGS_URL = env_str("MEMORY_EMBEDDINGS_URL")
+MEMORY_EMBEDDINGS_MODEL = env_str("MEMORY_EMBEDDINGS_MODEL", "text-embedding-3-small")
+MEMORY_EMBEDDINGS_API_KEY = env_str("MEMORY_EMBEDDINGS_API_KEY")
+MEMORY_EMBEDDINGS_TIMEOUT_SECONDS = env_float("MEMORY_EMBEDDINGS_TIMEOUT_SECONDS", 10.0)
+MEMORY_SENTENCE_TRANSFORMERS_MODEL = env_str("MEMORY_SENTENCE_TRANSFORMERS_MODEL", "all-MiniLM-L6-v2")
+MEMORY_VECTOR_SCAN_LIMIT = env_int("MEMORY_VECTOR_SCAN_LIMIT", 1000)
+# Propose memories from sessions idle this long (0 switches it off).
+MEMORY_EXTRACTION_IDLE_SECONDS = env_int("MEMORY_EXTRACTION_IDLE_SECONDS", 1800)
+MEMORY_EXTRACTION_BATCH_SIZE = env_int("MEMORY_EXTRACTION_BATCH_SIZE", 50)
 
 # --- Context compaction ----------------------------------------------------------------------
 # Compact when a request passes this share of the model's context window.

@@ -7,6 +7,7 @@ from agents.api import AgentViewSet
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from mcp_servers.api import McpServerViewSet
+from memory.api import AgentMemoryViewSet, MemoryViewSet, SessionMemoryExtractionViewSet
 from sessions.api import RunViewSet, SessionViewSet
 from sessions.compaction_api import SessionCompactionViewSet
 from sessions.sse import run_event_stream, session_event_stream, with_event_stream
@@ -18,6 +19,7 @@ router.register("sessions", SessionViewSet, basename="session")
 router.register("runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("mcp-servers", McpServerViewSet, basename="mcp-server")
+router.register("memories", MemoryViewSet, basename="memory")
 
 api_v1: list[URLPattern | URLResolver] = [
     # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.
@@ -33,6 +35,16 @@ api_v1: list[URLPattern | URLResolver] = [
         "sessions/<str:pk>/compact/",
         SessionCompactionViewSet.as_view({"post": "compact"}),
         name="session-compact",
+    ),
+    path(
+        "agents/<str:agent_pk>/memories/",
+        AgentMemoryViewSet.as_view({"get": "list", "post": "create"}),
+        name="agent-memories",
+    ),
+    path(
+        "sessions/<str:session_pk>/extract-memories/",
+        SessionMemoryExtractionViewSet.as_view({"post": "create"}),
+        name="session-extract-memories",
     ),
     path("", include(router.urls)),
     path("workers/", WorkerStatusView.as_view(), name="workers"),

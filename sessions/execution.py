@@ -13,6 +13,7 @@ from agents.model_clients import ProviderNotConfigured, model_client_for
 from agents.runtime.compaction import CompactionPolicy
 from agents.runtime.loop import LoopConfig, LoopResult, run_agent_loop
 from agents.runtime.types import ChatMessage
+from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
 from sessions.compaction import compaction_policy_for, session_transcript
 from sessions.events import emit_event
@@ -66,8 +67,12 @@ def _execute_claimed(run: Run, *, owner: str) -> None:
         return
     recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
     toolset = toolset_for_run(run)
+    config = loop_config_for(run.agent_config, compaction=compaction_policy_for(run, toolset))
+    memories = memories_for_context(run)
+    if memories:
+        config.system_prompt = f"{config.system_prompt}\n\n{memories}".strip()
     result = run_agent_loop(
-        config=loop_config_for(run.agent_config, compaction=compaction_policy_for(run, toolset)),
+        config=config,
         history=transcript_for(run),
         model=model,
         tools=DjangoToolProvider(toolset, tool_context_for(run)),

@@ -9,6 +9,7 @@ SCHEDULES = [
     # (name, function path, minutes between runs)
     ("agentry.sweep_runs", "sessions.schedules.scheduled_sweep", 1),
     ("agentry.check_mcp_servers", "mcp_servers.health.check_enabled_servers", 5),
+    ("agentry.extract_idle_memories", "memory.tasks.extract_idle_sessions", 5),
 ]
 
 
