@@ -1,6 +1,7 @@
 """Chooses and configures the model client for an agent's provider (the Django side of §7)."""
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -44,10 +45,16 @@ def model_client_for(*, tenant: Tenant, agent_config: dict[str, Any]) -> ModelCl
     if provider == ModelProvider.OFFLINE:
         return OfflineModelClient()
     access = provider_access(tenant=tenant, provider=provider)
-    client_class = AnthropicModelClient if provider == ModelProvider.ANTHROPIC else OpenAIModelClient
-    return client_class(
-        api_key=access.api_key,
-        base_url=access.base_url,
-        max_retries=settings.MODEL_MAX_RETRIES,
-        timeout_seconds=settings.MODEL_TIMEOUT_SECONDS,
+    return _hosted_client(
+        provider, access.api_key, access.base_url, settings.MODEL_MAX_RETRIES, settings.MODEL_TIMEOUT_SECONDS
     )
+
+
+@lru_cache(maxsize=64)
+def _hosted_client(
+    provider: str, api_key: str, base_url: str | None, max_retries: int, timeout_seconds: float
+) -> ModelClient:
+    """One SDK client per process and credentials: building one loads the CA bundle (~20 ms),
+    and a kept client reuses its connections between runs. The SDK clients are thread-safe."""
+    client_class = AnthropicModelClient if provider == ModelProvider.ANTHROPIC else OpenAIModelClient
+    return client_class(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout_seconds=timeout_seconds)

@@ -160,7 +160,7 @@ Q_CLUSTER = {
     "ack_failures": True,
     "catch_up": False,
     "save_limit": env_int("Q_SAVE_LIMIT", 1000),
-    "poll": env_float("Q_ORM_POLL_SECONDS", 0.05),
+    "poll": env_float("Q_ORM_POLL_SECONDS", 0.02),
     "label": "Tasks",
 }
 if REDIS_URL:
@@ -244,7 +244,7 @@ IDEMPOTENCY_WINDOW_SECONDS = env_int("IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600)
 RUN_EVENT_RETENTION_DAYS = env_int("RUN_EVENT_RETENTION_DAYS", 30)
 # Stream subscribers re-read the event store this often: the only path in the embedded
 # default (no cross-process layer), a safety net behind Redis pub/sub otherwise.
-STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.1)
+STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.05)
 STREAM_HEARTBEAT_SECONDS = env_float("STREAM_HEARTBEAT_SECONDS", 20.0)
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
 
@@ -326,6 +326,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
         "django-q": {"level": env_str("Q_LOG_LEVEL", "WARNING")},
     },
 }

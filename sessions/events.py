@@ -65,7 +65,8 @@ def emit_event(*, session_id: UUID, run_id: UUID | None, event_type: str, data: 
     """Store the event under the session's next seq and announce it once committed."""
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
-    with transaction.atomic():
+    # No savepoint when nested: the event belongs to its caller's transaction either way.
+    with transaction.atomic(savepoint=False):
         seq = next_session_number(session_id=session_id, counter="last_event_seq")
         event = RunEvent.objects.create(
             session_id=session_id, run_id=run_id, seq=seq, type=event_type, data=data

@@ -47,7 +47,8 @@ class DjangoRunRecorder:
         self.deadline = deadline
         self._steps: dict[str, Step] = {}
         self._next_step_index = Step.objects.filter(run=run).count()
-        self._last_check = 0.0
+        # The claim just took the lease: the first re-read can wait a full interval.
+        self._last_check = time.monotonic()
         self._stop_reason: StopRequestReason | None = None
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:

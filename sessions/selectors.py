@@ -1,6 +1,6 @@
 from uuid import UUID
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
@@ -42,7 +42,7 @@ def session_get_for_actor(*, actor: Actor, session_id: UUID | str) -> Session:
 
 def message_list_for_session(*, session: Session) -> QuerySet[Message]:
     # Queued messages have no position yet: they join the transcript when their run starts.
-    return Message.objects.filter(session=session).order_by("position", "created_at")
+    return Message.objects.filter(session=session).order_by(F("position").asc(nulls_last=True), "created_at")
 
 
 def run_list_for_actor(*, actor: Actor) -> QuerySet[Run]:

@@ -3,9 +3,11 @@
 ``run_dispatch_next`` lives here too: it and ``execute_run`` refer to each other.
 """
 
+from functools import lru_cache
 from uuid import UUID
 
 from django.db import transaction
+from django_q.brokers import Broker, get_broker
 from django_q.tasks import async_task
 
 from sessions.execution import run_execute
@@ -23,8 +25,14 @@ def run_dispatch_next(*, session_id: UUID) -> UUID | None:
     """Enqueue the task for the session's next run, when its lane is free."""
     run_id = next_runnable_run_id(session_id)
     if run_id is not None:
-        async_task(execute_run, str(run_id), task_name=f"run-{run_id}")
+        async_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=_broker())
     return run_id
+
+
+@lru_cache(maxsize=1)
+def _broker() -> Broker:
+    """One broker (and connection) per process instead of one per enqueued task."""
+    return get_broker()
 
 
 def dispatch_on_commit(*, session_id: UUID) -> None:

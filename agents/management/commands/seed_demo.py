@@ -37,6 +37,6 @@ class Command(BaseCommand):
             },
         )
         self.stdout.write(
-            f"Demo ready: sign in at http://127.0.0.1:8000/admin/ as {DEMO_OWNER_EMAIL} "
+            f"Demo ready: sign in at http://127.0.0.1:8000/ as {DEMO_OWNER_EMAIL} "
             f"with password {DEMO_OWNER_PASSWORD!r} (tenant '{DEMO_TENANT_SLUG}')."
         )

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-STOP_GRACE_SECONDS = 10
+STOP_GRACE_SECONDS = 20
 
 
 class Command(BaseCommand):
@@ -39,10 +39,13 @@ class Command(BaseCommand):
                 # Compressing every frame for every subscriber costs more CPU than it saves.
                 "--ws-per-message-deflate",
                 "false",
-            ]
+            ],
+            start_new_session=True,
         )
         # `worker` = a django-q2 cluster plus the run sweeper (sessions/management/commands).
-        cluster = subprocess.Popen([sys.executable, "manage.py", "worker"])  # noqa: S603 - fixed argv
+        cluster = subprocess.Popen(  # noqa: S603 - fixed argv
+            [sys.executable, "manage.py", "worker"], start_new_session=True
+        )
         processes = [server, cluster]
         self.stdout.write(
             f"Agentry is running on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"
@@ -52,6 +55,7 @@ class Command(BaseCommand):
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
         try:
             while all(process.poll() is None for process in processes):
                 time.sleep(0.5)
@@ -61,13 +65,22 @@ class Command(BaseCommand):
             self._stop_all(processes)
 
     def _stop_all(self, processes: list[subprocess.Popen[bytes]]) -> None:
+        """Each child leads its own process group (the worker has a qcluster and its
+        workers below it): signal whole groups so nothing is left running."""
         for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
+            self._signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for process in processes:
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
+                pass
+            self._signal_group(process, signal.SIGKILL)
         self.stdout.write("Agentry stopped.")
+
+    @staticmethod
+    def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:
+            pass  # the group has already exited

@@ -1,0 +1,796 @@
+/* The live chat: follows the session's events over the websocket and renders them.
+
+   The page renders finished runs; runs still in the lane are replayed from the event store
+   (the socket's ?after=SEQ) and then followed live. Every event carries the session's next
+   sequence number, so after a dropped connection the socket reopens with the last seq seen
+   and nothing is shown twice or lost. Commands (send, cancel, approve) go over the socket,
+   or over HTTP when it is down. */
+(function () {
+  "use strict";
+
+  const configElement = document.getElementById("chat-config");
+  if (!configElement) return;
+  const config = JSON.parse(configElement.textContent);
+  const agentry = window.agentry || {};
+
+  const transcript = document.getElementById("transcript");
+  const emptyState = transcript.querySelector("[data-empty]");
+  const runBar = document.querySelector("[data-run-bar]");
+  const runLabel = runBar.querySelector("[data-run-label]");
+  const runSteps = runBar.querySelector("[data-run-steps]");
+  const runProgress = runBar.querySelector("[data-run-progress]");
+  const runQueue = runBar.querySelector("[data-run-queue]");
+  const cancelButton = runBar.querySelector("[data-cancel]");
+  const statusBadge = document.querySelector("[data-chat-status]");
+  const connection = document.querySelector("[data-connection]");
+  const connectionLabel = document.querySelector("[data-connection-label]");
+  const composer = document.querySelector("[data-composer]");
+  const input = document.getElementById("composer-input");
+
+  const TERMINAL = { "run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled", "run.timeout": "timeout" };
+  const RETRYABLE = ["failed", "cancelled", "timeout"];
+  const COMMAND_TIMEOUT_MS = 10000;
+  const NEAR_BOTTOM_PX = 120;
+
+  const state = {
+    lastSeq: config.afterSeq,
+    settled: new Set(config.settledRunIds),
+    runs: new Map(),
+    socket: null,
+    connections: 0,
+    attempts: 0,
+    reconnectTimer: null,
+    isClosedForGood: false,
+    nextCommandId: 1,
+    pendingCommands: new Map(),
+    pendingSends: 0,
+    unknownMessages: new Map(),
+  };
+
+  /* --- Small helpers ------------------------------------------------------------------------ */
+  function url(name, runId) {
+    return config.urls[name].replace(config.placeholders.run, runId || "");
+  }
+
+  function csrfToken() {
+    const field = document.querySelector("input[name=csrfmiddlewaretoken]");
+    if (field) return field.value;
+    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  function newKey() {
+    if (window.crypto && typeof window.crypto.randomUUID === "function") return window.crypto.randomUUID();
+    return Date.now().toString(36) + "-" + Math.random().toString(36).slice(2) + Math.random().toString(36).slice(2);
+  }
+
+  function clone(templateId) {
+    return document.getElementById(templateId).content.firstElementChild.cloneNode(true);
+  }
+
+  function slot(root, name) {
+    return root.querySelector('[data-slot="' + name + '"]');
+  }
+
+  function pretty(value) {
+    if (typeof value === "string") return value;
+    try { return JSON.stringify(value, null, 2); } catch (error) { return String(value); }
+  }
+
+  function toast(message, level) {
+    if (agentry.toast) agentry.toast(message, level);
+  }
+
+  function isNearBottom() {
+    return transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < NEAR_BOTTOM_PX;
+  }
+
+  function keepPinned(change) {
+    const pinned = isNearBottom();
+    change();
+    if (pinned) transcript.scrollTop = transcript.scrollHeight;
+  }
+
+  function hideEmptyState() {
+    if (emptyState) emptyState.classList.add("is-hidden");
+  }
+
+  function appendTurn(element) {
+    hideEmptyState();
+    transcript.insertBefore(element, emptyState || null);
+  }
+
+  function refreshSessionList() {
+    window.clearTimeout(refreshSessionList.timer);
+    refreshSessionList.timer = window.setTimeout(function () {
+      if (window.htmx) window.htmx.trigger(document.body, "agentry:sessions-changed");
+    }, 400);
+  }
+
+  /* --- Runs and their turns ------------------------------------------------------------------- */
+  function runRecord(runId) {
+    let run = state.runs.get(runId);
+    if (!run) {
+      run = { id: runId, status: "queued", messageId: "", steps: 0, phase: "", turn: null, text: null, reasoning: null, cards: new Map(), tokens: 0 };
+      state.runs.set(runId, run);
+    }
+    return run;
+  }
+
+  function userTurn(messageId) {
+    return messageId ? transcript.querySelector('.turn-user[data-message-id="' + messageId + '"]') : null;
+  }
+
+  function lastOfGroup(messageId) {
+    if (!messageId) return null;
+    const members = transcript.querySelectorAll('.turn[data-message-id="' + messageId + '"]');
+    return members.length ? members[members.length - 1] : null;
+  }
+
+  function ensureTurn(run) {
+    if (run.turn) return run.turn;
+    const existing = document.getElementById("run-" + run.id);
+    if (existing) { run.turn = existing; return existing; }
+    const turn = clone("tpl-assistant-turn");
+    turn.id = "run-" + run.id;
+    turn.setAttribute("data-run-id", run.id);
+    turn.setAttribute("data-message-id", run.messageId);
+    const anchor = lastOfGroup(run.messageId);
+    hideEmptyState();
+    keepPinned(function () {
+      if (anchor) anchor.after(turn);
+      else transcript.insertBefore(turn, emptyState || null);
+    });
+    run.turn = turn;
+    return turn;
+  }
+
+  function addPart(run, element) {
+    const body = ensureTurn(run).querySelector("[data-parts]");
+    const footer = body.querySelector("[data-run-footer]");
+    keepPinned(function () { body.insertBefore(element, footer); });
+    return element;
+  }
+
+  function markUserTurnStarted(run) {
+    const turn = userTurn(run.messageId);
+    if (!turn) return;
+    turn.classList.remove("is-queued");
+    turn.querySelectorAll("[data-queued], [data-cancel-queued]").forEach(function (element) { element.remove(); });
+  }
+
+  function markUserTurnQueued(turn, runId) {
+    turn.setAttribute("data-run-id", runId);
+    turn.classList.add("is-queued");
+    const badge = turn.querySelector("[data-queued]");
+    if (badge) badge.textContent = "queued";
+  }
+
+  /* Text and reasoning stream into a Text node: appending is cheap and never re-parses HTML. */
+  function streamInto(part, text) {
+    if (!part.streamNode) {
+      part.streamNode = document.createTextNode("");
+      (slot(part, "text") || part).appendChild(part.streamNode);
+    }
+    keepPinned(function () { part.streamNode.appendData(text); });
+  }
+
+  function finishText(part, finalText) {
+    if (!part) return;
+    if (typeof finalText === "string" && part.textContent !== finalText) {
+      part.textContent = finalText;
+      part.streamNode = null;
+    }
+    part.classList.remove("is-streaming");
+    part.removeAttribute("aria-busy");
+    if (agentry.renderMarkdown) agentry.renderMarkdown(part);
+  }
+
+  /* --- Tool cards ------------------------------------------------------------------------------ */
+  function ensureCard(run, callId, name, argumentsValue) {
+    let card = run.cards.get(callId) || transcript.querySelector('.tool-card[data-tool-call-id="' + CSS.escape(callId) + '"]');
+    if (!card) {
+      card = clone("tpl-tool-card");
+      card.setAttribute("data-tool-call-id", callId);
+      card.setAttribute("data-run-id", run.id);
+      addPart(run, card);
+    }
+    run.cards.set(callId, card);
+    if (name) slot(card, "name").textContent = name;
+    if (argumentsValue !== undefined && argumentsValue !== null) slot(card, "arguments").textContent = pretty(argumentsValue);
+    return card;
+  }
+
+  function setCardState(card, cardState, label) {
+    card.setAttribute("data-state", cardState);
+    slot(card, "state").textContent = label || cardState;
+  }
+
+  function showResult(card, data) {
+    const wrap = slot(card, "result-wrap");
+    wrap.hidden = false;
+    slot(card, "result-label").textContent = data.is_error ? "Error" : "Result";
+    slot(card, "result").textContent = pretty(data.content);
+    if (data.denied) setCardState(card, "denied", "denied");
+    else if (data.refused) setCardState(card, "denied", "refused");
+    else setCardState(card, data.is_error ? "error" : "done", data.is_error ? "error" : "done");
+    const approval = slot(card, "approval");
+    if (approval) approval.hidden = true;
+  }
+
+  function askApproval(run, card, data) {
+    setCardState(card, "awaiting", "needs approval");
+    card.open = true;
+    const approval = slot(card, "approval");
+    if (!approval) return;
+    approval.hidden = !config.canPost;
+    approval.querySelectorAll("[data-decision]").forEach(function (button) {
+      button.disabled = false;
+      button.onclick = function () { decide(run.id, data.tool_call_id, button.getAttribute("data-decision"), approval); };
+    });
+    if (!config.canPost) slot(card, "approval-note").textContent = "Waiting for the conversation's owner or an admin to approve.";
+  }
+
+  /* --- Run footers ------------------------------------------------------------------------------- */
+  function fillFooter(run, data) {
+    const footer = ensureTurn(run).querySelector("[data-run-footer]");
+    footer.textContent = "";
+    function add(tag, className, text) {
+      const element = document.createElement(tag);
+      if (className) element.className = className;
+      if (text !== undefined) element.textContent = text;
+      footer.appendChild(element);
+      return element;
+    }
+    if (run.status !== "completed") add("span", "badge tone-" + (run.status === "cancelled" ? "muted" : "error"), run.status);
+    if (data.stop_reason && data.stop_reason !== "end_turn" && data.stop_reason !== run.status) add("span", "small muted", data.stop_reason.replace(/_/g, " "));
+    if (data.error) add("span", "run-error small", data.error.length > 300 ? data.error.slice(0, 299) + "…" : data.error);
+    const usage = data.usage || {};
+    const total = usage.total_tokens !== undefined ? usage.total_tokens : run.tokens;
+    add("span", "small muted", total + " tokens");
+    const link = add("a", "small", "Timeline");
+    link.href = url("timeline", run.id);
+    if (config.canPost && RETRYABLE.indexOf(run.status) >= 0) {
+      const form = add("form", "inline");
+      form.method = "post";
+      form.action = url("retry", run.id);
+      form.setAttribute("data-retry", run.id);
+      const button = document.createElement("button");
+      button.type = "submit";
+      button.className = "btn btn-small";
+      button.textContent = "Retry";
+      form.appendChild(button);
+    }
+  }
+
+  function finishRun(run, status, data) {
+    run.status = status;
+    finishText(run.text);
+    finishText(run.reasoning);
+    run.text = null;
+    run.reasoning = null;
+    run.cards.forEach(function (card) {
+      const cardState = card.getAttribute("data-state");
+      if (cardState === "running" || cardState === "pending" || cardState === "awaiting") setCardState(card, "cancelled", "not run");
+    });
+    const queuedTurn = userTurn(run.messageId);
+    if (queuedTurn && queuedTurn.classList.contains("is-queued") && status === "cancelled") {
+      markUserTurnStarted(run);
+    }
+    fillFooter(run, data || {});
+    refreshSessionList();
+  }
+
+  /* --- Events ------------------------------------------------------------------------------------ */
+  const HANDLERS = {
+    "run.queued": function (run, data) {
+      run.messageId = data.message_id || run.messageId;
+      run.status = "queued";
+      if (data.retry_of) return;
+      const turn = userTurn(run.messageId);
+      if (turn) markUserTurnQueued(turn, run.id);
+      else if (state.pendingSends > 0) state.unknownMessages.set(run.messageId, run.id);
+      else insertMessageFromServer(run.messageId);
+      refreshSessionList();
+    },
+    "run.started": function (run) {
+      run.status = "running";
+      run.phase = "Thinking…";
+      markUserTurnStarted(run);
+      ensureTurn(run);
+      refreshSessionList();
+    },
+    "run.status": function (run, data) {
+      const to = data.to;
+      if (to === "awaiting_approval") run.status = "awaiting_approval";
+      else if (to === "cancelling") { run.status = "cancelling"; run.phase = "Stopping…"; }
+      else if (to === "queued" && run.status !== "queued") { run.status = "queued"; run.phase = "Resuming…"; }
+      else if (to === "planning" || to === "executing") run.status = "running";
+    },
+    "step.started": function (run, data) {
+      if (data.kind === "model_call") { run.steps += 1; run.phase = "Thinking…"; }
+    },
+    "message.started": function (run) {
+      finishText(run.text);
+      finishText(run.reasoning);
+      run.text = null;
+      run.reasoning = null;
+    },
+    "text.delta": function (run, data) {
+      if (!run.text) run.text = addPart(run, clone("tpl-text-part"));
+      run.phase = "Writing…";
+      streamInto(run.text, data.text || "");
+    },
+    "reasoning.delta": function (run, data) {
+      if (!run.reasoning) run.reasoning = addPart(run, clone("tpl-reasoning-part"));
+      run.phase = "Reasoning…";
+      streamInto(run.reasoning, data.text || "");
+    },
+    "message.completed": function (run, data) {
+      const blocks = Array.isArray(data.content) ? data.content : [];
+      const text = blocks.filter(function (block) { return block.type === "text"; }).map(function (block) { return block.text || ""; }).join("");
+      if (text && !run.text) run.text = addPart(run, clone("tpl-text-part"));
+      finishText(run.text, text || undefined);
+      finishText(run.reasoning);
+      if (run.reasoning) run.reasoning.open = false;
+      run.text = null;
+      run.reasoning = null;
+      blocks.forEach(function (block) {
+        if (block.type === "tool_call") setCardState(ensureCard(run, block.id, block.name, block.arguments), "pending", "pending");
+      });
+    },
+    "tool.call": function (run, data) {
+      const card = ensureCard(run, data.tool_call_id, data.name, data.arguments);
+      setCardState(card, "running", "running");
+      run.phase = "Running " + (data.name || "a tool") + "…";
+    },
+    "tool.result": function (run, data) {
+      showResult(ensureCard(run, data.tool_call_id, data.name), data);
+      run.phase = "Thinking…";
+    },
+    "approval.required": function (run, data) {
+      const card = ensureCard(run, data.tool_call_id, data.name, data.arguments);
+      askApproval(run, card, data);
+      run.status = "awaiting_approval";
+      run.phase = "Waiting for approval: " + (data.name || "tool call");
+    },
+    "approval.resolved": function (run, data) {
+      const card = ensureCard(run, data.tool_call_id);
+      const approval = slot(card, "approval");
+      if (approval) approval.hidden = true;
+      const approved = data.decision === "approve";
+      const who = data.decided_by ? " by " + data.decided_by : "";
+      const verb = data.status === "expired" ? "Expired (" + data.decision + ")" : approved ? "Approved" : "Denied";
+      slot(card, "approval-note").textContent = verb + who + (data.reason ? ": " + data.reason : "");
+      setCardState(card, approved ? "pending" : "denied", approved ? "approved" : "denied");
+      run.phase = approved ? "Resuming…" : run.phase;
+    },
+    "usage": function (run, data) {
+      const total = data.total_usage || data.usage || {};
+      run.tokens = (total.input_tokens || 0) + (total.output_tokens || 0);
+    },
+    "compaction": function (run) {
+      const note = document.createElement("p");
+      note.className = "small muted";
+      note.textContent = "Older turns were summarized to fit the model's context.";
+      addPart(run, note);
+    },
+    "error": function (run, data) {
+      const note = document.createElement("p");
+      note.className = "run-error small";
+      note.textContent = data.message || data.error || "An error occurred.";
+      addPart(run, note);
+    },
+  };
+
+  function handleEvent(envelope) {
+    if (envelope.seq <= state.lastSeq) return;
+    state.lastSeq = envelope.seq;
+    const runId = envelope.run_id;
+    if (!runId || state.settled.has(runId)) return;
+    const run = runRecord(runId);
+    if (TERMINAL[envelope.type]) {
+      finishRun(run, TERMINAL[envelope.type], envelope.data || {});
+    } else if (HANDLERS[envelope.type]) {
+      HANDLERS[envelope.type](run, envelope.data || {});
+    }
+    renderStatus();
+  }
+
+  /* --- Status: header badge, run bar ------------------------------------------------------------- */
+  function laneRuns() {
+    const runs = [];
+    state.runs.forEach(function (run) { if (!isFinished(run)) runs.push(run); });
+    return runs;
+  }
+
+  function isFinished(run) {
+    return ["completed", "failed", "cancelled", "timeout"].indexOf(run.status) >= 0;
+  }
+
+  function activeRun() {
+    return laneRuns().find(function (run) { return run.status !== "queued" || run.phase === "Resuming…"; }) || null;
+  }
+
+  function renderStatus() {
+    const lane = laneRuns();
+    const active = activeRun();
+    const queued = lane.filter(function (run) { return run !== active && run.status === "queued"; }).length;
+    let sessionStatus = "idle";
+    if (active) sessionStatus = active.status === "awaiting_approval" ? "awaiting_approval" : "running";
+    else if (queued) sessionStatus = "queued";
+    const tone = { idle: "muted", running: "busy", queued: "info", awaiting_approval: "warn" }[sessionStatus];
+    const sidebarBadge = document.querySelector('[data-session-id="' + config.sessionId + '"] [data-session-status]');
+    [statusBadge, sidebarBadge].forEach(function (badge) {
+      if (!badge) return;
+      badge.textContent = sessionStatus.replace("_", " ");
+      badge.className = "badge tone-" + tone;
+    });
+    runBar.hidden = lane.length === 0;
+    if (!lane.length) return;
+    runLabel.textContent = active ? active.phase || "Working…" : "Queued — waiting to start";
+    const steps = active ? active.steps : 0;
+    runSteps.textContent = active && steps ? "Step " + steps + " of " + config.maxSteps : "";
+    runProgress.value = Math.min(steps, config.maxSteps);
+    runProgress.hidden = !(active && steps);
+    runQueue.textContent = queued ? queued + " queued" : "";
+    if (cancelButton) {
+      cancelButton.hidden = !active || active.status === "cancelling";
+      cancelButton.disabled = false;
+      cancelButton.removeAttribute("aria-busy");
+    }
+  }
+
+  /* --- Socket: connect, replay from the last seq, reconnect with backoff --------------------------- */
+  function setConnection(kind, label) {
+    if (!connection) return;
+    connection.setAttribute("data-connection", kind);
+    connectionLabel.textContent = label;
+    connection.title = label;
+  }
+
+  function connect() {
+    window.clearTimeout(state.reconnectTimer);
+    if (state.isClosedForGood) return;
+    if (state.socket && (state.socket.readyState === WebSocket.OPEN || state.socket.readyState === WebSocket.CONNECTING)) return;
+    const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+    const socket = new WebSocket(scheme + "//" + window.location.host + config.socketPath + "?after=" + state.lastSeq);
+    state.socket = socket;
+    socket.onopen = function () {
+      state.attempts = 0;
+      state.connections += 1;
+      setConnection("live", "Live");
+    };
+    socket.onmessage = function (message) {
+      let frame;
+      try { frame = JSON.parse(message.data); } catch (error) { return; }
+      if (typeof frame.seq === "number" && frame.session_id) handleEvent(frame);
+      else if (frame.id !== undefined && state.pendingCommands.has(frame.id)) settleCommand(frame);
+      else if (frame.type === "error") toast(frame.message, "error");
+    };
+    socket.onclose = function (event) {
+      if (state.socket !== socket) return;
+      state.socket = null;
+      failPendingCommands();
+      if (event.code === 4404) return closeForGood("This conversation no longer exists.");
+      if (event.code === 4401 || event.code === 4403) return closeForGood("Signed out: reload the page to sign in again.");
+      scheduleReconnect();
+    };
+  }
+
+  function closeForGood(message) {
+    state.isClosedForGood = true;
+    setConnection("offline", message);
+    toast(message, "error");
+  }
+
+  function scheduleReconnect() {
+    state.attempts += 1;
+    const delay = Math.min(10000, 400 * Math.pow(2, state.attempts - 1)) + Math.random() * 300;
+    setConnection("reconnecting", "Reconnecting…");
+    window.clearTimeout(state.reconnectTimer);
+    state.reconnectTimer = window.setTimeout(connect, delay);
+  }
+
+  function socketIsOpen() {
+    return state.socket && state.socket.readyState === WebSocket.OPEN;
+  }
+
+  window.addEventListener("online", connect);
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible" && !state.socket) connect();
+  });
+
+  /* --- Commands over the socket, with HTTP as the fallback ---------------------------------------- */
+  function command(frame) {
+    return new Promise(function (resolve, reject) {
+      if (!socketIsOpen()) { reject(Object.assign(new Error("offline"), { isTransport: true })); return; }
+      const id = state.nextCommandId++;
+      const timer = window.setTimeout(function () {
+        state.pendingCommands.delete(id);
+        reject(Object.assign(new Error("timeout"), { isTransport: true }));
+      }, COMMAND_TIMEOUT_MS);
+      state.pendingCommands.set(id, { resolve: resolve, reject: reject, timer: timer });
+      state.socket.send(JSON.stringify(Object.assign({ id: id }, frame)));
+    });
+  }
+
+  function settleCommand(frame) {
+    const pending = state.pendingCommands.get(frame.id);
+    state.pendingCommands.delete(frame.id);
+    window.clearTimeout(pending.timer);
+    if (frame.type === "error") pending.reject(Object.assign(new Error(frame.message || "Refused."), { code: frame.code }));
+    else pending.resolve(frame);
+  }
+
+  function failPendingCommands() {
+    state.pendingCommands.forEach(function (pending) {
+      window.clearTimeout(pending.timer);
+      pending.reject(Object.assign(new Error("disconnected"), { isTransport: true }));
+    });
+    state.pendingCommands.clear();
+  }
+
+  function postForm(action, fields) {
+    const body = new URLSearchParams(fields || {});
+    return fetch(action, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      body: body,
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (payload) {
+        if (!response.ok || payload.ok === false) {
+          const fallback = response.status === 403 ? "Your role does not allow this." : "Something went wrong (" + response.status + ").";
+          throw new Error(payload.message || fallback);
+        }
+        return payload;
+      });
+    });
+  }
+
+  function postMessageOverHttp(content, key) {
+    return fetch("/api/v1/sessions/" + config.sessionId + "/messages/", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Idempotency-Key": key, Accept: "application/json" },
+      body: JSON.stringify({ content: content }),
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (payload) {
+        if (!response.ok) throw new Error((payload.error && payload.error.message) || "Could not send (" + response.status + ").");
+        return { message_id: payload.message.id, run_id: payload.run.id };
+      });
+    });
+  }
+
+  /* --- Sending messages ------------------------------------------------------------------------------ */
+  function addPendingUserTurn(content) {
+    const turn = clone("tpl-user-turn");
+    slot(turn, "text").textContent = content;
+    const time = slot(turn, "time");
+    const now = new Date();
+    time.dateTime = now.toISOString();
+    time.textContent = now.toTimeString().slice(0, 5);
+    turn.classList.add("is-queued");
+    keepPinned(function () { appendTurn(turn); });
+    transcript.scrollTop = transcript.scrollHeight;
+    return turn;
+  }
+
+  function confirmUserTurn(turn, ack) {
+    turn.setAttribute("data-message-id", ack.message_id);
+    state.unknownMessages.delete(ack.message_id);
+    const run = runRecord(ack.run_id);
+    run.messageId = ack.message_id;
+    if (run.status === "queued" && run.phase !== "Resuming…") markUserTurnQueued(turn, ack.run_id);
+    else {
+      turn.setAttribute("data-run-id", ack.run_id);
+      markUserTurnStarted(run);
+    }
+    // An answer that started before the acknowledgement arrived belongs after this message.
+    if (run.turn && run.turn.compareDocumentPosition(turn) & Node.DOCUMENT_POSITION_FOLLOWING) {
+      run.turn.setAttribute("data-message-id", ack.message_id);
+      turn.after(run.turn);
+    }
+    renderStatus();
+  }
+
+  function failUserTurn(turn, content, error) {
+    turn.classList.remove("is-queued");
+    const badge = turn.querySelector("[data-queued]");
+    if (badge) { badge.textContent = "not sent"; badge.className = "badge tone-error"; }
+    const retry = document.createElement("button");
+    retry.type = "button";
+    retry.className = "link small";
+    retry.textContent = "Try again";
+    retry.onclick = function () { turn.remove(); send(content); };
+    turn.querySelector(".turn-meta").appendChild(retry);
+    toast(error.message, "error");
+  }
+
+  function nameConversation(content) {
+    const heading = document.querySelector(".chat-title h1");
+    if (heading && heading.getAttribute("data-untitled") !== null) {
+      heading.textContent = content.trim().slice(0, 80);
+      heading.removeAttribute("data-untitled");
+      document.title = heading.textContent + " · Agentry";
+    }
+  }
+
+  function send(content) {
+    nameConversation(content);
+    const turn = addPendingUserTurn(content);
+    const key = newKey();
+    state.pendingSends += 1;
+    command({ type: "message", content: content, idempotency_key: key })
+      .catch(function (error) {
+        // A dropped socket may or may not have delivered it: the same key makes a repeat harmless.
+        if (error.isTransport) return postMessageOverHttp(content, key);
+        throw error;
+      })
+      .then(function (ack) { confirmUserTurn(turn, ack); })
+      .catch(function (error) { failUserTurn(turn, content, error); })
+      .finally(function () {
+        state.pendingSends -= 1;
+        if (state.pendingSends === 0) {
+          state.unknownMessages.forEach(function (runId, messageId) { insertMessageFromServer(messageId); });
+          state.unknownMessages.clear();
+        }
+      });
+  }
+
+  /* A message posted elsewhere (another tab, the API): ask the page for it. */
+  function insertMessageFromServer(messageId) {
+    if (!messageId || userTurn(messageId)) return;
+    fetch(config.urls.message.replace(config.placeholders.message, messageId), { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : ""; })
+      .then(function (html) {
+        if (!html || userTurn(messageId)) return;
+        const holder = document.createElement("div");
+        holder.innerHTML = html.trim();
+        const turn = holder.firstElementChild;
+        if (!turn) return;
+        const answer = transcript.querySelector('.turn-assistant[data-message-id="' + messageId + '"]');
+        const runId = turn.getAttribute("data-run-id");
+        const run = runId ? state.runs.get(runId) : null;
+        if (run && run.status !== "queued") markUserTurnStartedIn(turn);
+        keepPinned(function () {
+          if (answer) answer.before(turn);
+          else appendTurn(turn);
+        });
+      });
+  }
+
+  function markUserTurnStartedIn(turn) {
+    turn.classList.remove("is-queued");
+    turn.querySelectorAll("[data-queued], [data-cancel-queued]").forEach(function (element) { element.remove(); });
+  }
+
+  /* --- Cancel, approve, retry ------------------------------------------------------------------------ */
+  function cancelRun(runId, button) {
+    if (button) { button.disabled = true; button.setAttribute("aria-busy", "true"); }
+    command({ type: "cancel", run_id: runId })
+      .catch(function (error) {
+        if (error.isTransport) return postForm(url("cancel", runId));
+        throw error;
+      })
+      .then(function () {
+        const run = state.runs.get(runId);
+        if (run && !isFinished(run) && run.status !== "queued") { run.status = "cancelling"; run.phase = "Stopping…"; }
+        renderStatus();
+      })
+      .catch(function (error) {
+        toast(error.message, "error");
+        if (button) { button.disabled = false; button.removeAttribute("aria-busy"); }
+      });
+  }
+
+  function decide(runId, toolCallId, decision, approval) {
+    approval.querySelectorAll("button").forEach(function (button) { button.disabled = true; });
+    const clicked = approval.querySelector('[data-decision="' + decision + '"]');
+    if (clicked) clicked.setAttribute("aria-busy", "true");
+    command({ type: "approve", run_id: runId, tool_call_id: toolCallId, decision: decision, reason: "" })
+      .catch(function (error) {
+        if (error.isTransport) return postForm(url("approve", runId), { tool_call_id: toolCallId, decision: decision });
+        throw error;
+      })
+      .catch(function (error) {
+        toast(error.message, "error");
+        approval.querySelectorAll("button").forEach(function (button) { button.disabled = false; button.removeAttribute("aria-busy"); });
+      });
+  }
+
+  if (cancelButton) {
+    cancelButton.addEventListener("click", function () {
+      const active = activeRun();
+      if (active) cancelRun(active.id, cancelButton);
+    });
+  }
+
+  transcript.addEventListener("submit", function (event) {
+    const form = event.target;
+    const retryRunId = form.getAttribute("data-retry");
+    const queuedRunId = form.getAttribute("data-cancel-queued");
+    if (!retryRunId && !queuedRunId) return;
+    event.preventDefault();
+    const button = form.querySelector("button");
+    if (queuedRunId) { cancelRun(queuedRunId, button); return; }
+    button.disabled = true;
+    button.setAttribute("aria-busy", "true");
+    postForm(url("retry", retryRunId))
+      .then(function () { form.remove(); })
+      .catch(function (error) {
+        toast(error.message, "error");
+        button.disabled = false;
+        button.removeAttribute("aria-busy");
+      });
+  });
+
+  /* --- Composer -------------------------------------------------------------------------------------- */
+  function autoGrow() {
+    input.style.height = "auto";
+    input.style.height = Math.min(input.scrollHeight + 2, 224) + "px";
+  }
+
+  if (composer && input) {
+    composer.addEventListener("submit", function (event) {
+      event.preventDefault();
+      const content = input.value;
+      if (!content.trim()) { input.focus(); return; }
+      input.value = "";
+      autoGrow();
+      send(content);
+      input.focus();
+    });
+    input.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        composer.requestSubmit();
+      } else if (event.key === "Escape") {
+        const active = activeRun();
+        if (active && cancelButton && !cancelButton.hidden) { event.preventDefault(); cancelRun(active.id, cancelButton); }
+      }
+    });
+    input.addEventListener("input", autoGrow);
+  }
+
+  transcript.addEventListener("click", function (event) {
+    const suggestion = event.target.closest("[data-suggestion]");
+    if (suggestion && input) {
+      input.value = suggestion.textContent.trim();
+      composer.requestSubmit();
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    const toggle = event.target.closest("[data-sidebar-toggle]");
+    if (!toggle) return;
+    const chat = document.querySelector(".chat");
+    const isOpen = chat.classList.toggle("sidebar-open");
+    toggle.setAttribute("aria-expanded", String(isOpen));
+  });
+
+  // A refreshed session list shows what the server knew a moment ago; this page knows now.
+  document.body.addEventListener("htmx:afterSwap", function (event) {
+    if (event.target && event.target.id === "session-list") renderStatus();
+  });
+
+  /* --- Start -------------------------------------------------------------------------------------------- */
+  config.laneRuns.forEach(function (lane) {
+    const run = runRecord(lane.id);
+    run.messageId = lane.messageId;
+    run.status = lane.status === "queued" ? "queued" : lane.status === "awaiting_approval" ? "awaiting_approval" : "running";
+    run.phase = run.status === "running" ? "Working…" : "";
+  });
+  renderStatus();
+  const linked = window.location.hash ? document.getElementById(window.location.hash.slice(1)) : null;
+  if (linked && transcript.contains(linked)) linked.scrollIntoView({ block: "start" });
+  else transcript.scrollTop = transcript.scrollHeight;
+  connect();
+
+  /* For people and tests: reconnect at once, as after a network drop. */
+  window.agentryChat = {
+    state: state,
+    dropConnection: function () { if (state.socket) state.socket.close(); },
+  };
+})();

@@ -1,0 +1,460 @@
+"""The web UI in Chromium (Playwright) against a live ASGI server, a django-q2 worker and the fake model.
+
+Debian's Chromium at /usr/bin/chromium; never a browser download. Screenshots of the main pages
+go to ``$AGENTRY_SCREENSHOTS`` when set (``docs/screenshots`` to refresh the README's), else to
+a temporary directory.
+"""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from agents.models import Agent
+from memory.models import Memory, MemoryStatus
+from sessions.models import Run
+from tenants.models import Membership, Role
+from tests.conftest import Cast
+from tests.factories import make_agent
+from tests.fake_model_server import FakeModelServer, Turn
+from tests.live import LiveStack, wait_until
+from tests.mcp.servers import DemoHttpServer
+from tools.models import Tool, ToolKind
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+WAIT_MS = 20_000
+SLOW_TEXT = "The quick brown fox jumps over the lazy dog. " * 12
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium is not installed at /usr/bin/chromium"),
+    pytest.mark.timeout(180),
+]
+
+# Records what the chat renders as it happens: each state of streaming text, each tool card state.
+RECORD_CHAT = """
+window.__chat = {texts: [], states: []};
+new MutationObserver((records) => {
+  for (const record of records) {
+    const element = record.target.nodeType === 3 ? record.target.parentElement : record.target;
+    if (!element || !element.closest) continue;
+    const part = element.closest(".part-text.is-streaming");
+    if (part) window.__chat.texts.push(part.textContent);
+    if (record.type === "attributes" && element.matches(".tool-card")) {
+      window.__chat.states.push(element.getAttribute("data-state"));
+    }
+  }
+}).observe(document, {
+  subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ["data-state"],
+});
+"""
+
+
+expect.set_options(timeout=WAIT_MS)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing() -> None:
+    """Passwords keep the default hasher here: the live server checks them with its own settings."""
+
+
+@pytest.fixture(autouse=True)
+def tenant_names(cast: Cast) -> None:
+    """Names as people would choose them (they show in every screenshot)."""
+    for tenant, name in ((cast.tenant_a, "Acme Travel"), (cast.tenant_b, "Globex")):
+        tenant.name = name
+        tenant.save(update_fields=["name"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def allow_orm_beside_playwright() -> Iterator[None]:
+    """Playwright's sync API runs an event loop in this thread; the tests' ORM calls are still synchronous."""
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if previous is None:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, django_db_setup: None, fake_model_server: FakeModelServer
+) -> Iterator[LiveStack]:
+    live = LiveStack(
+        Path(tmp_path_factory.mktemp("browser")),
+        ANTHROPIC_API_KEY="test-anthropic-key",
+        ANTHROPIC_BASE_URL=fake_model_server.url,
+        OPENAI_API_KEY="test-openai-key",
+        OPENAI_BASE_URL=fake_model_server.openai_base_url,
+    )
+    live.start_server()
+    live.start_worker(workers=2)
+    yield live
+    live.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, stack: LiveStack) -> Iterator[Page]:
+    context = browser.new_context(
+        viewport=DESKTOP, base_url=stack.base_url, reduced_motion="reduce", color_scheme="light"
+    )
+    context.set_default_timeout(WAIT_MS)
+    opened = context.new_page()
+    opened.add_init_script(RECORD_CHAT)
+    yield opened
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    configured = os.environ.get("AGENTRY_SCREENSHOTS")
+    directory = Path(configured) if configured else Path(tmp_path_factory.mktemp("screenshots"))
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def shoot(page: Page, directory: Path, name: str) -> None:
+    page.mouse.move(0, 0)
+    page.screenshot(path=str(directory / f"{name}.png"), animations="disabled", caret="hide")
+
+
+def sign_in(page: Page, email: str, password: str) -> None:
+    page.goto("/login/")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/")
+    expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
+
+
+def open_chat(page: Page, agent: Agent) -> None:
+    page.goto(f"/chat/?agent={agent.pk}")
+    page.get_by_role("button", name="Start chat").click()
+    page.wait_for_url("**/chat/*/")
+    expect(page.locator("[data-connection='live']")).to_be_visible()
+
+
+def send(page: Page, text: str) -> None:
+    box = page.locator("#composer-input")
+    box.fill(text)
+    box.press("Enter")
+
+
+def last_answer(page: Page) -> Any:
+    return page.locator(".turn-assistant").last
+
+
+def test_sign_in_and_create_an_agent(page: Page, cast: Cast, screenshot_dir: Path) -> None:
+    make_agent(tenant=cast.tenant_a, name="Helper", description="Answers questions about sums.")
+    sign_in(page, "alice@a.test", "alice-password")
+    expect(page.locator(".tenant-name")).to_have_text(f"Active tenant: {cast.tenant_a.name}")
+
+    page.goto("/agents/new/")
+    page.get_by_label("Name").fill("Helper")
+    page.get_by_label("Description").fill("Plans trips and checks the arithmetic.")
+    page.get_by_label("Goal").fill("Turn a rough idea into a day-by-day plan.")
+    page.get_by_label("Provider").select_option("offline")
+    page.get_by_label("Temperature").fill("0.4")
+    page.get_by_label("Max steps").fill("8")
+    page.get_by_label("Tool profile").select_option("messaging")
+    expect(page.locator("#id_temperature_value")).to_have_text("0.4")
+    expect(page.locator("#id_max_steps_value")).to_have_text("8")
+    expect(page.locator("[data-offline-note]")).to_be_visible()
+    page.get_by_role("button", name="Create agent").click()
+
+    error = page.locator("#field-name .errors")
+    expect(error).to_have_text("An agent with this name already exists in this tenant.")
+    expect(page.get_by_label("Name")).to_have_attribute("aria-invalid", "true")
+    page.get_by_label("Name").fill("Trip planner")
+    page.locator("legend", has_text="Model").evaluate("legend => legend.scrollIntoView({block: 'start'})")
+    page.evaluate("window.scrollBy(0, -80)")
+    shoot(page, screenshot_dir, "agent-form")
+    page.get_by_role("button", name="Create agent").click()
+
+    expect(page.get_by_role("heading", name="Trip planner")).to_be_visible()
+    expect(page.locator(".toast")).to_contain_text("Agent “Trip planner” created.")
+    agent = Agent.objects.get(tenant=cast.tenant_a, name="Trip planner")
+    assert (agent.max_steps, agent.temperature, agent.tool_policy.profile) == (8, 0.4, "messaging")
+
+    page.goto("/agents/")
+    page.get_by_label("Search").fill("trip")
+    expect(page.locator(".agent-name")).to_have_text(["Trip planner"])
+    page.get_by_label("Search").fill("")
+    expect(page.locator(".agent-name")).to_have_text(["Helper", "Trip planner"])
+    shoot(page, screenshot_dir, "agents")
+
+
+def test_chat_streams_the_answer_and_completes_a_tool_card(
+    page: Page, cast: Cast, fake_model: FakeModelServer, screenshot_dir: Path
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Demo assistant", description="The offline demo agent.")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "What is 12*7?")
+
+    answer = last_answer(page)
+    card = answer.locator(".tool-card")
+    expect(card).to_have_attribute("data-state", "done")
+    expect(card.locator(".tool-name")).to_have_text("calculator")
+    expect(answer.locator(".run-footer")).to_contain_text("tokens")
+    expect(answer.locator(".part-text").last).to_have_text("12*7 = 84.")
+    expect(page.locator("[data-chat-status]")).to_have_text("idle")
+    recorded = page.evaluate("window.__chat")
+    assert recorded["states"][-3:] == ["pending", "running", "done"]
+    answers = ("Let me calculate 12*7 with the calculator.", "12*7 = 84.")
+    assert recorded["texts"] and all(
+        any(full.startswith(text) for full in answers) for text in recorded["texts"]
+    )
+
+    card.locator("summary").click()
+    expect(card.locator("[data-slot=result]")).to_have_text("84")
+    expect(card.locator("[data-slot=arguments]")).to_contain_text('"expression": "12*7"')
+    shoot(page, screenshot_dir, "chat-tool-card")
+
+    page.reload()
+    reloaded = last_answer(page).locator(".tool-card")
+    expect(reloaded).to_have_attribute("data-state", "done")
+    expect(page.locator(".turn-assistant")).to_have_count(1)
+
+    last_answer(page).get_by_role("link", name="Timeline").click()
+    expect(page.get_by_role("heading", name="Steps")).to_be_visible()
+    expect(page.locator(".step")).to_have_count(3)
+    expect(page.locator(".events")).to_contain_text("Tool calculator returned")
+    shoot(page, screenshot_dir, "run-timeline")
+
+    page.goto("/")
+    expect(page.locator(".list-title").first).to_have_text("What is 12*7?")
+    shoot(page, screenshot_dir, "dashboard")
+
+    page.set_viewport_size(PHONE)
+    page.goto("/chat/")
+    page.locator(".session-link").first.click()
+    expect(page.locator(".turn-assistant .tool-card")).to_be_visible()
+    shoot(page, screenshot_dir, "chat-phone")
+
+
+def test_text_streams_in_and_a_dropped_connection_resumes_without_gaps_or_repeats(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Writer", model_provider="anthropic")
+    fake_model.script(Turn(text=SLOW_TEXT, chunk_size=4, chunk_delay=0.02))
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "Tell me about the fox")
+    streaming = page.locator(".part-text.is-streaming")
+    expect(streaming).to_contain_text("The quick brown fox jumps")
+    expect(page.locator("[data-run-steps]")).to_have_text(f"Step 1 of {agent.max_steps}")
+    page.evaluate("window.agentryChat.dropConnection()")
+    expect(page.locator("[data-connection='reconnecting']")).to_be_visible()
+    expect(page.locator("[data-connection='live']")).to_be_visible()
+
+    expect(page.locator("[data-chat-status]")).to_have_text("idle")
+    assert last_answer(page).locator(".part-text").inner_text().strip() == SLOW_TEXT.strip()
+    texts = page.evaluate("window.__chat.texts")
+    assert len(texts) > 10
+    assert all(SLOW_TEXT.startswith(text) for text in texts), (
+        "a streamed state was not a prefix of the answer"
+    )
+    assert [len(text) for text in texts] == sorted(len(text) for text in texts)
+    assert page.evaluate("window.agentryChat.state.connections") == 2
+
+
+def test_cancel_a_slow_run_while_the_next_message_waits_in_the_queue(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Slow writer", model_provider="anthropic")
+    fake_model.script(Turn(text="slow " * 400, chunk_size=5, chunk_delay=0.02))
+    fake_model.set_default(Turn(text="Second answer."))
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "Write slowly")
+    expect(page.locator(".part-text.is-streaming")).to_contain_text("slow slow")
+    send(page, "And then this")
+    queued = page.locator(".turn-user").last
+    expect(queued.locator("[data-queued]")).to_have_text("queued")
+    expect(page.locator("[data-run-queue]")).to_have_text("1 queued")
+    page.get_by_role("button", name="Stop").click()
+
+    first = page.locator(".turn-assistant").first
+    expect(first.locator(".run-footer .badge")).to_have_text("cancelled")
+    expect(first.get_by_role("button", name="Retry")).to_be_visible()
+    expect(page.locator(".turn-assistant").last.locator(".part-text")).to_have_text("Second answer.")
+    expect(queued.locator("[data-queued]")).to_have_count(0)
+    expect(page.locator("[data-chat-status]")).to_have_text("idle")
+    runs = Run.objects.filter(session__agent=agent).order_by("created_at")
+    wait_until(
+        lambda: runs.filter(status="completed").exists(), timeout=10, message="the queued run to finish"
+    )
+    assert list(runs.values_list("status", "stop_reason")) == [
+        ("cancelled", "cancelled"),
+        ("completed", "end_turn"),
+    ]
+
+
+def test_approve_a_tool_call(page: Page, cast: Cast, screenshot_dir: Path) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Careful", approval_required_tools=["calculator"])
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "What is 12*7?")
+    card = last_answer(page).locator(".tool-card")
+    expect(card).to_have_attribute("data-state", "awaiting")
+    expect(page.locator("[data-chat-status]")).to_have_text("awaiting approval")
+    expect(page.locator("[data-run-label]")).to_have_text("Waiting for approval: calculator")
+    shoot(page, screenshot_dir, "chat-approval")
+    card.get_by_role("button", name="Approve").click()
+
+    expect(card).to_have_attribute("data-state", "done")
+    expect(card.locator("[data-slot=approval-note]")).to_have_text("Approved by bob@a.test")
+    expect(last_answer(page).locator(".part-text").last).to_have_text("12*7 = 84.")
+    run = wait_until(lambda: Run.objects.filter(session__agent=agent, status="completed").first(), timeout=10)
+    assert list(run.approvals.values_list("status", "decided_by__email")) == [("approved", "bob@a.test")]
+
+
+def test_another_tenants_agent_is_404(page: Page, cast: Cast) -> None:
+    theirs = make_agent(tenant=cast.tenant_a, name="Alice's private agent")
+    sign_in(page, "carol@b.test", "carol-password")
+
+    response = page.goto(f"/agents/{theirs.pk}/")
+
+    assert response is not None and response.status == 404
+    expect(page.get_by_role("heading", name="We could not find that")).to_be_visible()
+    expect(page.locator("body")).not_to_contain_text("Alice's private agent")
+
+
+def test_the_tenant_switcher_changes_the_active_tenant(page: Page, cast: Cast) -> None:
+    make_agent(tenant=cast.tenant_b, name="Globex agent")
+    Membership.objects.create(tenant=cast.tenant_b, user=cast.bob, role=Role.VIEWER)
+    sign_in(page, "bob@a.test", "bob-password")
+
+    page.get_by_label("Active tenant").select_option(label="Globex (viewer)")
+
+    expect(page.locator(".toast")).to_have_text("Switched to Globex.")
+    expect(page.get_by_label("Active tenant")).to_have_value(str(cast.tenant_b.pk))
+    page.goto("/agents/")
+    expect(page.locator(".agent-name")).to_have_text(["Globex agent"])
+
+
+def test_approve_a_suggested_memory(page: Page, cast: Cast, screenshot_dir: Path) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Helper")
+    Memory.objects.create(
+        tenant=cast.tenant_a, agent=agent, content="Bob prefers answers in metric units.", importance=0.7
+    )
+    suggestion = Memory.objects.create(
+        tenant=cast.tenant_a,
+        agent=agent,
+        content="Bob is planning a trip to Lisbon in May.",
+        status=MemoryStatus.SUGGESTED,
+        source="extracted",
+    )
+    sign_in(page, "alice@a.test", "alice-password")
+
+    page.goto("/memories/")
+    expect(page.locator(".alert-warn")).to_contain_text("1 suggested memory")
+    shoot(page, screenshot_dir, "memories")
+    row = page.locator(f"#memory-{suggestion.pk}")
+    row.get_by_role("button", name="Approve").click()
+
+    expect(row.locator(".badge").first).to_have_text("active")
+    expect(page.locator(".toast").last).to_have_text("Memory approved.")
+    suggestion.refresh_from_db()
+    assert (suggestion.status, suggestion.reviewed_by_id) == ("active", cast.alice.pk)
+
+
+def test_add_the_test_mcp_server_and_see_it_healthy_with_its_tools(
+    page: Page, cast: Cast, screenshot_dir: Path
+) -> None:
+    sign_in(page, "alice@a.test", "alice-password")
+    with DemoHttpServer() as demo:
+        page.goto("/mcp/new/")
+        page.get_by_label("Name").fill("demo")
+        page.get_by_label("Transport").select_option("streamable_http")
+        page.get_by_label("URL").fill(demo.url)
+        page.get_by_label("Bearer token").fill(demo.token)
+        page.get_by_role("button", name="Add and check").click()
+
+        expect(page.locator("h1 [data-health]")).to_have_text("healthy")
+        expect(page.locator(".tool-list strong")).to_have_text(
+            ["demo__add", "demo__fail", "demo__shout", "demo__wait"]
+        )
+        expect(page.locator("body")).not_to_contain_text(demo.token)
+        shoot(page, screenshot_dir, "mcp-server")
+
+        page.goto("/mcp/")
+        page.get_by_role("button", name="Check now").click()
+        expect(page.locator(".toast").last).to_contain_text(": 4 tools.")
+
+
+def test_tools_and_settings_pages(page: Page, cast: Cast, screenshot_dir: Path) -> None:
+    make_agent(tenant=cast.tenant_a, name="Helper", approval_required_tools=["calculator"])
+    Tool.objects.create(
+        tenant=cast.tenant_a,
+        name="weather",
+        kind=ToolKind.HTTP,
+        group="http",
+        http_method="GET",
+        url_template="https://weather.example/{city}",
+        description="Today's weather for a city.",
+        is_read_only=True,
+    )
+    sign_in(page, "alice@a.test", "alice-password")
+
+    page.goto("/tools/")
+    expect(page.get_by_role("heading", name="Built-in tools")).to_be_visible()
+    shoot(page, screenshot_dir, "tools")
+
+    page.goto("/settings/")
+    page.locator("#id_name").fill("CI pipeline")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_role("heading", name="Your new API key")).to_be_visible()
+    key = page.locator("#new-key").input_value()
+    assert key.startswith("agt_")
+    page.goto("/settings/")
+    expect(page.locator("body")).not_to_contain_text(key)
+    expect(page.locator("#api-keys tbody tr")).to_have_count(1)
+    shoot(page, screenshot_dir, "settings")
+
+
+def test_keyboard_users_can_reach_the_chat_and_send(page: Page, cast: Cast) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Demo assistant")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    page.locator("body").press("/")
+    expect(page.get_by_label("Message Demo assistant")).to_be_focused()
+    page.keyboard.type("What time is it?")
+    page.keyboard.press("Enter")
+
+    expect(last_answer(page).locator(".tool-card .tool-name")).to_have_text("current_time")
+    expect(page.locator("[data-chat-status]")).to_have_text("idle")
+    wait_until(lambda: Run.objects.filter(session__agent=agent, status="completed").exists(), timeout=10)

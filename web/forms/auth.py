@@ -1,0 +1,20 @@
+from django import forms
+from django.contrib.auth.forms import AuthenticationForm
+
+
+class EmailAuthenticationForm(AuthenticationForm):
+    """People sign in with their e-mail, which is also their username."""
+
+    username = forms.CharField(
+        label="Email",
+        max_length=254,
+        widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "username", "inputmode": "email"}),
+    )
+
+    error_messages = {
+        **AuthenticationForm.error_messages,
+        "invalid_login": "That email and password do not match an account. Check them and try again.",
+    }
+
+    def clean_username(self) -> str:
+        return str(self.cleaned_data["username"]).strip().lower()

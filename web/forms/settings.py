@@ -1,0 +1,48 @@
+from typing import Any
+
+from django import forms
+
+from tenants.limits import DEFAULT_LIMITS
+from tenants.models import ApiKeyScope, Role
+
+LIMIT_LABELS = {
+    "max_agents": "Agents in this tenant",
+    "run_timeout_seconds": "Default run timeout (seconds)",
+    "messages_per_minute_per_user": "Messages per minute per person",
+    "model_tokens_per_minute": "Model tokens per minute (tenant)",
+    "active_runs_per_user": "Active runs per person",
+}
+
+
+class MemberAddForm(forms.Form):
+    email = forms.EmailField()
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+    password = forms.CharField(
+        label="Initial password",
+        required=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text="Only for people without an account yet; share it with them privately.",
+    )
+
+
+class MemberRoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class ApiKeyForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    scope = forms.ChoiceField(choices=ApiKeyScope.choices, initial=ApiKeyScope.WRITE)
+    expires_in_days = forms.IntegerField(
+        label="Expires in (days)", required=False, min_value=1, max_value=3650, help_text="Empty: never."
+    )
+
+
+class TenantLimitsForm(forms.Form):
+    def __init__(self, *args: Any, current: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, default in DEFAULT_LIMITS.items():
+            self.fields[name] = forms.IntegerField(
+                label=LIMIT_LABELS.get(name, name),
+                initial=current.get(name, default),
+                help_text=f"Default {default:,}.",
+            )

@@ -1,0 +1,157 @@
+"""Writes the pages need that no app offered yet: tenant membership, limits, agent + tools.
+
+Each one is small and would move to its app (tenants, agents) once the API needs it too.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+
+from agents.models import Agent
+from agents.services import agent_create, agent_update
+from mcp_servers.health import mcp_server_check
+from mcp_servers.models import McpServer
+from mcp_servers.services import mcp_server_create, mcp_server_update
+from sessions.models import Session
+from sessions.services import session_create, session_post_message
+from tenants.actors import Actor
+from tenants.limits import DEFAULT_LIMITS
+from tenants.models import Membership, Role
+from tenants.services import membership_set, user_get_or_create
+from tools.models import Tool
+from tools.services import agent_tools_update
+
+EDITABLE_LIMITS = tuple(DEFAULT_LIMITS)
+LIMIT_RANGE = (1, 1_000_000_000)
+
+
+@transaction.atomic
+def agent_save_with_tools(
+    *,
+    actor: Actor,
+    agent: Agent | None,
+    fields: dict[str, Any],
+    tool_profile: str,
+    assigned_tools: list[Tool],
+) -> Agent:
+    """Create or update an agent together with its tool profile and assigned tools, all or nothing."""
+    saved = agent_create(actor=actor, **fields) if agent is None else agent_update(agent=agent, **fields)
+    try:
+        agent_tools_update(
+            actor=actor, agent=saved, policy_fields={"profile": tool_profile}, assigned_tools=assigned_tools
+        )
+    except ValidationError as error:
+        if hasattr(error, "error_dict") and "profile" in error.error_dict:
+            raise ValidationError({"tool_profile": error.message_dict["profile"]}) from error
+        raise
+    return saved
+
+
+def _require_member_manager(actor: Actor, *, touches_owner: bool) -> None:
+    if not actor.can(Role.ADMIN):
+        raise PermissionDenied("Only admins and owners manage members.")
+    if touches_owner and not actor.can(Role.OWNER):
+        raise PermissionDenied("Only owners grant, change or remove the owner role.")
+
+
+def _is_last_owner(membership: Membership) -> bool:
+    return (
+        membership.role == Role.OWNER
+        and not Membership.objects.filter(tenant_id=membership.tenant_id, role=Role.OWNER)
+        .exclude(pk=membership.pk)
+        .exists()
+    )
+
+
+@dataclass(frozen=True)
+class MemberAdded:
+    membership: Membership
+    is_new_user: bool
+
+
+@transaction.atomic
+def member_add(*, actor: Actor, email: str, role: str, password: str = "") -> MemberAdded:
+    """Add a person by e-mail. A new user gets the given password; an existing one keeps theirs."""
+    _require_member_manager(actor, touches_owner=role == Role.OWNER)
+    email = email.strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError as error:
+        raise ValidationError({"email": ["Enter a valid e-mail address."]}) from error
+    if role not in Role.values:
+        raise ValidationError({"role": [f"Choose one of {', '.join(Role.values)}."]})
+    if Membership.objects.filter(tenant=actor.tenant, user__username=email).exists():
+        raise ValidationError({"email": ["This person is already a member; change their role instead."]})
+    is_new_user = not User.objects.filter(username=email).exists()
+    if is_new_user and len(password) < 8:
+        raise ValidationError(
+            {"password": ["A new user needs an initial password of at least 8 characters."]}
+        )
+    user, _ = user_get_or_create(email=email, password=password if is_new_user else None)
+    return MemberAdded(
+        membership=membership_set(tenant=actor.tenant, user=user, role=role), is_new_user=is_new_user
+    )
+
+
+def member_role_set(*, actor: Actor, membership: Membership, role: str) -> Membership:
+    if role not in Role.values:
+        raise ValidationError({"role": [f"Choose one of {', '.join(Role.values)}."]})
+    _require_member_manager(actor, touches_owner=Role.OWNER in (role, membership.role))
+    if role != Role.OWNER and _is_last_owner(membership):
+        raise ValidationError({"role": ["A tenant keeps at least one owner; make someone else owner first."]})
+    membership.role = role
+    membership.save(update_fields=["role"])
+    return membership
+
+
+def member_remove(*, actor: Actor, membership: Membership) -> None:
+    _require_member_manager(actor, touches_owner=membership.role == Role.OWNER)
+    if _is_last_owner(membership):
+        raise ValidationError({"non_field_errors": ["The last owner cannot be removed."]})
+    membership.delete()
+
+
+def tenant_limits_update(*, actor: Actor, limits: dict[str, int]) -> dict[str, Any]:
+    """Owners set the tenant's limits (``tenants.limits``); each is a positive whole number."""
+    if not actor.can(Role.OWNER):
+        raise PermissionDenied("Only owners change the tenant's limits.")
+    errors: dict[str, list[str]] = {}
+    for name, value in limits.items():
+        if name not in EDITABLE_LIMITS:
+            errors[name] = ["Unknown limit."]
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not LIMIT_RANGE[0] <= value <= LIMIT_RANGE[1]
+        ):
+            errors[name] = [f"Must be a whole number between {LIMIT_RANGE[0]} and {LIMIT_RANGE[1]:,}."]
+    if errors:
+        raise ValidationError(errors)
+    tenant = actor.tenant
+    tenant.settings = {**(tenant.settings or {}), **limits}
+    tenant.save(update_fields=["settings"])
+    return tenant.settings
+
+
+def mcp_server_save_and_check(*, actor: Actor, server: McpServer | None, fields: dict[str, Any]) -> McpServer:
+    """Create or update a server, then (if enabled) connect once to record its health and tools."""
+    if server is None:
+        saved = mcp_server_create(actor=actor, **fields)
+    else:
+        saved = mcp_server_update(actor=actor, server=server, **fields)
+    if saved.is_enabled:
+        mcp_server_check(saved)
+    return saved
+
+
+@transaction.atomic
+def session_start(*, actor: Actor, agent: Agent, content: str = "") -> Session:
+    """A new chat with the agent, with its first message when one was typed (all or nothing)."""
+    session = session_create(actor=actor, agent=agent)
+    if content.strip():
+        session_post_message(actor=actor, session=session, content=content)
+    return session

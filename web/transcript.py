@@ -1,0 +1,250 @@
+"""A session's conversation as the chat page shows it: turns of people and of runs.
+
+Runs that have finished are rendered from their stored messages. Runs still in the lane
+(queued or active) are left to the page's script, which replays their events from the
+store over the websocket (``after_seq``) and then follows them live, so text that is
+still streaming is never shown twice or lost between the page and the socket.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from uuid import UUID
+
+from django.db.models import Min
+from django.http import Http404
+
+from agents.models import Agent
+from agents.selectors import agent_list_for_actor
+from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval
+from sessions.selectors import message_list_for_session, session_get_for_actor, session_list_for_actor
+from sessions.serializers import SessionLaneMixin
+from sessions.state import TERMINAL_RUN_STATUSES
+from tenants.actors import Actor
+from tenants.models import Role
+
+RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
+
+
+@dataclass
+class ToolCard:
+    tool_call_id: str
+    name: str
+    arguments: Any
+    result: str | None = None
+    is_error: bool = False
+    approval: ToolApproval | None = None
+
+    @property
+    def state(self) -> str:
+        """pending, done, error or denied: what the card's badge says."""
+        if self.approval is not None and self.approval.decision == "deny":
+            return "denied"
+        if self.result is None:
+            return "pending"
+        return "error" if self.is_error else "done"
+
+
+@dataclass
+class Part:
+    kind: Literal["text", "reasoning", "tool"]
+    text: str = ""
+    tool: ToolCard | None = None
+
+
+@dataclass
+class Turn:
+    role: Literal["user", "assistant"]
+    # The user message the turn belongs to: the page inserts a run's live turn after it.
+    message_id: str
+    message: Message | None = None
+    run: Run | None = None
+    parts: list[Part] = field(default_factory=list)
+
+    @property
+    def is_retryable(self) -> bool:
+        return (
+            self.run is not None
+            and self.run.status in RETRYABLE_STATUSES
+            and not getattr(self.run, "has_retry", False)
+        )
+
+
+@dataclass(frozen=True)
+class ChatTranscript:
+    turns: list[Turn]
+    lane_runs: list[Run]
+    after_seq: int
+    # Finished runs with events after ``after_seq``: the page already shows them.
+    settled_run_ids: list[str]
+    status: str
+    can_post: bool
+
+
+def _message_order(message: Message) -> tuple[bool, int, Any]:
+    # Queued messages have no position yet and come last, in the order they were sent.
+    return (message.position is None, message.position or 0, message.created_at)
+
+
+def _user_turn(message: Message, runs: dict[Any, Run]) -> Turn:
+    return Turn(role="user", message_id=str(message.pk), message=message, run=runs.get(message.run_id))
+
+
+def _assistant_parts(
+    message: Message, cards: dict[str, ToolCard], approvals: dict[str, ToolApproval]
+) -> list[Part]:
+    parts: list[Part] = []
+    for block in message.content:
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            parts.append(Part(kind="text", text=block["text"]))
+        elif kind == "reasoning" and block.get("text"):
+            parts.append(Part(kind="reasoning", text=block["text"]))
+        elif kind == "tool_call":
+            card = ToolCard(
+                tool_call_id=str(block.get("id", "")),
+                name=str(block.get("name", "")),
+                arguments=block.get("arguments", {}),
+                approval=approvals.get(str(block.get("id", ""))),
+            )
+            cards[card.tool_call_id] = card
+            parts.append(Part(kind="tool", tool=card))
+    return parts
+
+
+def _attach_results(message: Message, cards: dict[str, ToolCard]) -> None:
+    for block in message.content:
+        card = cards.get(str(block.get("tool_call_id", "")))
+        if block.get("type") == "tool_result" and card is not None:
+            card.result = str(block.get("content", ""))
+            card.is_error = bool(block.get("is_error"))
+
+
+def build_turns(
+    messages: list[Message], runs: dict[Any, Run], approvals: dict[str, ToolApproval]
+) -> list[Turn]:
+    """Turns from stored messages; messages of runs not in ``runs`` (still in the lane) are skipped."""
+    turns: list[Turn] = []
+    cards: dict[str, ToolCard] = {}
+    for message in sorted(messages, key=_message_order):
+        if message.role == MessageRole.USER:
+            turns.append(_user_turn(message, runs))
+            continue
+        run = runs.get(message.run_id)
+        if run is None:
+            continue
+        if message.role == MessageRole.TOOL:
+            _attach_results(message, cards)
+            continue
+        if not turns or turns[-1].run is not run or turns[-1].role != "assistant":
+            turns.append(Turn(role="assistant", message_id=str(run.user_message_id or ""), run=run))
+        turns[-1].parts.extend(_assistant_parts(message, cards, approvals))
+    _add_turns_of_runs_without_messages(turns, runs)
+    return turns
+
+
+def _add_turns_of_runs_without_messages(turns: list[Turn], runs: dict[Any, Run]) -> None:
+    """A run that ended before answering (cancelled in the queue, failed) still shows how it ended."""
+    shown = {turn.run.pk for turn in turns if turn.role == "assistant" and turn.run is not None}
+    for run in sorted(runs.values(), key=lambda run: run.created_at):
+        if run.pk in shown:
+            continue
+        anchor = str(run.user_message_id or "")
+        positions = [index for index, turn in enumerate(turns) if turn.message_id == anchor]
+        at = positions[-1] + 1 if positions else len(turns)
+        turns.insert(at, Turn(role="assistant", message_id=anchor, run=run))
+
+
+def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
+    """The session as the chat page renders it, and where its live replay starts."""
+    last_seq = Session.objects.filter(pk=session.pk).values_list("last_event_seq", flat=True).get()
+    runs = list(Run.objects.filter(session=session).order_by("created_at"))
+    retried = {run.retry_of_id for run in runs if run.retry_of_id}
+    for run in runs:
+        run.has_retry = run.pk in retried  # type: ignore[attr-defined]
+    settled = {run.pk: run for run in runs if run.status in TERMINAL_RUN_STATUSES}
+    lane = [run for run in runs if run.pk not in settled]
+    after_seq = last_seq
+    if lane:
+        first = RunEvent.objects.filter(run__in=lane).aggregate(first=Min("seq"))["first"]
+        after_seq = min(last_seq, first - 1) if first is not None else last_seq
+    replayed_settled = (
+        RunEvent.objects.filter(session=session, seq__gt=after_seq, run_id__in=list(settled))
+        .values_list("run_id", flat=True)
+        .distinct()
+    )
+    approvals = {
+        approval.tool_call_id: approval
+        for approval in ToolApproval.objects.filter(run__in=list(settled.values())).select_related(
+            "decided_by"
+        )
+    }
+    turns = build_turns(list(message_list_for_session(session=session)), settled, approvals)
+    lane_by_id = {run.pk: run for run in lane}
+    for turn in turns:
+        if turn.role == "user" and turn.message is not None and turn.message.run_id in lane_by_id:
+            turn.run = lane_by_id[turn.message.run_id]
+    session.lane_runs = lane  # type: ignore[attr-defined]
+    return ChatTranscript(
+        turns=turns,
+        lane_runs=lane,
+        after_seq=max(after_seq, 0),
+        settled_run_ids=sorted({str(run_id) for run_id in replayed_settled}),
+        status=SessionLaneMixin().get_status(session),
+        can_post=actor.can(Role.MEMBER) and (session.created_by_id == actor.user_id or actor.can(Role.ADMIN)),
+    )
+
+
+SIDEBAR_SESSIONS = 50
+
+
+@dataclass(frozen=True)
+class ChatSidebar:
+    sessions: list[Session]
+    agents: list[Agent]
+    agent_filter: Agent | None
+
+
+@dataclass(frozen=True)
+class ChatPage:
+    sidebar: ChatSidebar
+    session: Session | None = None
+    transcript: ChatTranscript | None = None
+
+
+def chat_sidebar(*, actor: Actor, agent_id: str = "") -> ChatSidebar:
+    """Recent sessions (of one agent when filtered) with their lane status, and the agents to chat with."""
+    agents = list(agent_list_for_actor(actor=actor).order_by("name"))
+    agent_filter = next((agent for agent in agents if str(agent.pk) == agent_id), None)
+    sessions = session_list_for_actor(actor=actor)
+    if agent_filter is not None:
+        sessions = sessions.filter(agent=agent_filter)
+    return ChatSidebar(sessions=list(sessions[:SIDEBAR_SESSIONS]), agents=agents, agent_filter=agent_filter)
+
+
+def chat_page_for_actor(*, actor: Actor, session_id: str | None, agent_id: str = "") -> ChatPage:
+    sidebar = chat_sidebar(actor=actor, agent_id=agent_id)
+    if session_id is None:
+        return ChatPage(sidebar=sidebar)
+    session = session_get_for_actor(actor=actor, session_id=session_id)
+    return ChatPage(
+        sidebar=sidebar, session=session, transcript=chat_transcript(actor=actor, session=session)
+    )
+
+
+def user_turn_for_actor(*, actor: Actor, session_id: str, message_id: str) -> Turn:
+    """One user message of a session as a turn, for the page to add one posted elsewhere."""
+    session = session_get_for_actor(actor=actor, session_id=session_id)
+    message = (
+        message_list_for_session(session=session).filter(role=MessageRole.USER, pk=_uuid(message_id)).first()
+    )
+    if message is None:
+        raise Http404("message not found")
+    run = Run.objects.filter(pk=message.run_id).first() if message.run_id else None
+    return Turn(role="user", message_id=str(message.pk), message=message, run=run)
+
+
+def _uuid(value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError as error:
+        raise Http404("not found") from error

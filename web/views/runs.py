@@ -1,0 +1,89 @@
+from collections.abc import Callable
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from sessions.models import Run
+from sessions.selectors import run_get_for_actor
+from sessions.services import run_approve, run_cancel, run_retry
+from sessions.state import InvalidTransition, StaleTransition
+from tenants.actors import Actor
+from tenants.models import Role
+from tenants.quotas import QuotaExceeded
+from web.access import is_htmx, page, render_page, wants_json
+from web.responses import error_text, redirect_back
+from web.timeline import run_timeline
+
+
+@page()
+def run_detail(request: HttpRequest, actor: Actor, run_id: str) -> HttpResponse:
+    timeline = run_timeline(actor=actor, run_id=run_id)
+    template = "web/runs/_timeline.html" if is_htmx(request) else "web/runs/detail.html"
+    return render_page(request, actor, template, {"timeline": timeline})
+
+
+def _run_action(
+    request: HttpRequest, actor: Actor, run_id: str, action: Callable[[Run], Run | object], done: str
+) -> HttpResponse:
+    """Do one action on a run; answer JSON to the chat's script, else go back to the chat."""
+    run = run_get_for_actor(actor=actor, run_id=run_id)
+    chat_url = reverse("web:chat-session", kwargs={"session_id": run.session_id})
+    try:
+        action(run)
+    except ValidationError as error:
+        return _refused(request, chat_url, error_text(error))
+    except QuotaExceeded as exceeded:
+        return _refused(
+            request, chat_url, f"{exceeded.message} Try again in {exceeded.retry_after_seconds} s."
+        )
+    except (InvalidTransition, StaleTransition):
+        return _refused(request, chat_url, "The run changed meanwhile; try again.", status=409)
+    if wants_json(request):
+        return JsonResponse({"ok": True, "message": done})
+    return redirect_back(request, chat_url, done)
+
+
+def _refused(request: HttpRequest, fallback: str, message: str, *, status: int = 400) -> HttpResponse:
+    if wants_json(request):
+        return JsonResponse({"ok": False, "message": message}, status=status)
+    return redirect_back(request, fallback, message, level="error")
+
+
+@require_POST
+@page(role=Role.MEMBER)
+def run_cancel_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpResponse:
+    return _run_action(
+        request, actor, run_id, lambda run: run_cancel(actor=actor, run=run), "Cancelling the run."
+    )
+
+
+@require_POST
+@page(role=Role.MEMBER)
+def run_retry_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpResponse:
+    return _run_action(request, actor, run_id, lambda run: run_retry(actor=actor, run=run), "Retrying.")
+
+
+@require_POST
+@page(role=Role.MEMBER)
+def run_approve_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpResponse:
+    decision = request.POST.get("decision", "")
+    if decision not in ("approve", "deny"):
+        run = run_get_for_actor(actor=actor, run_id=run_id)
+        fallback = reverse("web:chat-session", kwargs={"session_id": run.session_id})
+        return _refused(request, fallback, "Choose approve or deny.")
+    done = "Tool call approved." if decision == "approve" else "Tool call denied."
+    return _run_action(
+        request,
+        actor,
+        run_id,
+        lambda run: run_approve(
+            actor=actor,
+            run=run,
+            tool_call_id=request.POST.get("tool_call_id", ""),
+            decision=decision,
+            reason=request.POST.get("reason", "")[:1000],
+        ),
+        done,
+    )

@@ -1,0 +1,137 @@
+from datetime import timedelta
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from tenants.actors import Actor
+from tenants.models import Role
+from tenants.services import api_key_create, api_key_revoke
+from web.access import page, render_page, require_role
+from web.forms.common import apply_service_errors
+from web.forms.settings import ApiKeyForm, MemberAddForm, MemberRoleForm, TenantLimitsForm
+from web.responses import error_text
+from web.selectors import api_key_get_for_actor, membership_get_for_actor, tenant_settings_for_actor
+from web.services import member_add, member_remove, member_role_set, tenant_limits_update
+
+
+def _settings_page(
+    request: HttpRequest,
+    actor: Actor,
+    *,
+    member_form: MemberAddForm | None = None,
+    key_form: ApiKeyForm | None = None,
+    limits_form: TenantLimitsForm | None = None,
+    new_key: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    overview = tenant_settings_for_actor(actor=actor)
+    current = {name: value for name, value, _ in overview.limits}
+    context = {
+        "overview": overview,
+        "member_form": member_form or MemberAddForm(),
+        "key_form": key_form or ApiKeyForm(),
+        "limits_form": limits_form or TenantLimitsForm(current=current),
+        "roles": Role.choices,
+        "new_key": new_key,
+    }
+    return render_page(request, actor, "web/settings/page.html", context, status=status)
+
+
+@page(role=Role.ADMIN)
+def settings_page(request: HttpRequest, actor: Actor) -> HttpResponse:
+    return _settings_page(request, actor)
+
+
+@require_POST
+@page(role=Role.ADMIN)
+def member_add_view(request: HttpRequest, actor: Actor) -> HttpResponse:
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        try:
+            added = member_add(actor=actor, **form.cleaned_data)
+        except ValidationError as error:
+            apply_service_errors(form, error)
+        else:
+            who = added.membership.user.username
+            messages.success(request, f"{who} added as {added.membership.role}.")
+            return redirect("web:settings")
+    return _settings_page(request, actor, member_form=form, status=400)
+
+
+@require_POST
+@page(role=Role.ADMIN)
+def member_role_view(request: HttpRequest, actor: Actor, membership_id: str) -> HttpResponse:
+    membership = membership_get_for_actor(actor=actor, membership_id=membership_id)
+    form = MemberRoleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a role.")
+        return redirect("web:settings")
+    try:
+        member_role_set(actor=actor, membership=membership, role=form.cleaned_data["role"])
+    except ValidationError as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(request, f"{membership.user.username} is now {membership.role}.")
+    return redirect("web:settings")
+
+
+@require_POST
+@page(role=Role.ADMIN)
+def member_remove_view(request: HttpRequest, actor: Actor, membership_id: str) -> HttpResponse:
+    membership = membership_get_for_actor(actor=actor, membership_id=membership_id)
+    try:
+        member_remove(actor=actor, membership=membership)
+    except ValidationError as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(request, f"{membership.user.username} removed from {actor.tenant.name}.")
+    return redirect("web:settings")
+
+
+@require_POST
+@page(role=Role.ADMIN)
+def api_key_create_view(request: HttpRequest, actor: Actor) -> HttpResponse:
+    form = ApiKeyForm(request.POST)
+    if not form.is_valid():
+        return _settings_page(request, actor, key_form=form, status=400)
+    days = form.cleaned_data["expires_in_days"]
+    created = api_key_create(
+        tenant=actor.tenant,
+        created_by=actor.user,
+        name=form.cleaned_data["name"],
+        scope=form.cleaned_data["scope"],
+        expires_at=timezone.now() + timedelta(days=days) if days else None,
+    )
+    # The plaintext exists only in this response: it is not stored, so it cannot be shown again.
+    response = _settings_page(request, actor, new_key=created.plaintext)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@page(role=Role.ADMIN)
+def api_key_revoke_view(request: HttpRequest, actor: Actor, api_key_id: str) -> HttpResponse:
+    api_key = api_key_revoke(api_key=api_key_get_for_actor(actor=actor, api_key_id=api_key_id))
+    messages.success(request, f"API key “{api_key.name}” revoked.")
+    return redirect("web:settings")
+
+
+@require_POST
+@page(role=Role.ADMIN)
+def limits_view(request: HttpRequest, actor: Actor) -> HttpResponse:
+    require_role(actor, Role.OWNER)
+    overview = tenant_settings_for_actor(actor=actor)
+    form = TenantLimitsForm(request.POST, current={name: value for name, value, _ in overview.limits})
+    if form.is_valid():
+        try:
+            tenant_limits_update(actor=actor, limits=form.cleaned_data)
+        except ValidationError as error:
+            apply_service_errors(form, error)
+        else:
+            messages.success(request, "Limits saved.")
+            return redirect("web:settings")
+    return _settings_page(request, actor, limits_form=form, status=400)
