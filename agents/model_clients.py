@@ -57,4 +57,6 @@ def _hosted_client(
     """One SDK client per process and credentials: building one loads the CA bundle (~20 ms),
     and a kept client reuses its connections between runs. The SDK clients are thread-safe."""
     client_class = AnthropicModelClient if provider == ModelProvider.ANTHROPIC else OpenAIModelClient
-    return client_class(api_key=api_key, base_url=base_url, max_retries=max_retries, timeout_seconds=timeout_seconds)
+    return client_class(
+        api_key=api_key, base_url=base_url, max_retries=max_retries, timeout_seconds=timeout_seconds
+    )

@@ -64,7 +64,7 @@ class LiveProcess:
 
     def start(self) -> "LiveProcess":
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(  # noqa: S603 - argv built by the tests
+        self.process = subprocess.Popen(
             self.argv,
             cwd=ROOT,
             env=self.environment,
@@ -159,7 +159,9 @@ class LiveStack:
 
     def logs(self) -> str:
         parts = [
-            f"--- {p.log_path.name}\n{p.log_tail()}" for p in [*self.workers, *([self.server] or [])] if p
+            f"--- {p.log_path.name}\n{p.log_tail()}"
+            for p in [*self.workers, *([self.server] if self.server else [])]
+            if p
         ]
         return "\n".join(parts)
 

@@ -3,6 +3,7 @@
 Ctrl-C (or SIGTERM) stops both; if either exits, the other is stopped too.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -43,9 +44,7 @@ class Command(BaseCommand):
             start_new_session=True,
         )
         # `worker` = a django-q2 cluster plus the run sweeper (sessions/management/commands).
-        cluster = subprocess.Popen(  # noqa: S603 - fixed argv
-            [sys.executable, "manage.py", "worker"], start_new_session=True
-        )
+        cluster = subprocess.Popen([sys.executable, "manage.py", "worker"], start_new_session=True)
         processes = [server, cluster]
         self.stdout.write(
             f"Agentry is running on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"
@@ -71,16 +70,12 @@ class Command(BaseCommand):
             self._signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for process in processes:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
             self._signal_group(process, signal.SIGKILL)
         self.stdout.write("Agentry stopped.")
 
     @staticmethod
     def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the group has already exited
             os.killpg(process.pid, signum)
-        except ProcessLookupError:
-            pass  # the group has already exited
