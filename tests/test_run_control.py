@@ -358,3 +358,40 @@ def test_active_runs_limit_answers_429(cast: Cast, bob_api: APIClient) -> None:
     assert limited.status_code == 429  # type: ignore[attr-defined]
     assert int(limited["Retry-After"]) >= 1  # type: ignore[index]
     assert post(bob_api, session_id, "three").status_code == 202  # type: ignore[attr-defined]
+
+
+@pytest.mark.django_db
+def test_a_run_past_its_wall_clock_limit_ends_timeout(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, settings: object
+) -> None:
+    settings.RUN_STOP_CHECK_SECONDS = 0.05  # type: ignore[attr-defined]
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic", run_timeout_seconds=1)
+    fake_model.script(SLOW_TEXT)
+    session_id = start_session(bob_api, agent.pk)
+    run_id = post(bob_api, session_id, "take your time").json()["run"]["id"]  # type: ignore[attr-defined]
+
+    started = time.monotonic()
+    execute_run(run_id)
+    elapsed = time.monotonic() - started
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason) == ("timeout", "timeout")
+    assert 1.0 <= elapsed < 3.0
+    assert fake_model.wait_for_closed_streams(1, timeout=5) == 1
+    assert RunEvent.objects.filter(run_id=run_id).order_by("-seq").first().type == "run.timeout"  # type: ignore[union-attr]
+
+
+@pytest.mark.django_db
+def test_a_tenant_default_wall_clock_limit_applies_when_the_agent_sets_none(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    cast.tenant_a.settings = {"run_timeout_seconds": 1}
+    cast.tenant_a.save()
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    fake_model.script(SLOW_TEXT)
+    session_id = start_session(bob_api, agent.pk)
+    run_id = post(bob_api, session_id, "take your time").json()["run"]["id"]  # type: ignore[attr-defined]
+
+    execute_run(run_id)
+
+    assert Run.objects.get(pk=run_id).stop_reason == "timeout"
