@@ -463,8 +463,11 @@ class BenchStack:
                 "--lifespan",
                 "off",
                 "--no-access-log",
+                "--ws-per-message-deflate",
+                "false",
             ],
-            environment,
+            # The ASGI server shares a connection pool (config/settings.py: DATABASE_POOL).
+            {**environment, "DATABASE_POOL": "true"},
             self.directory / "server.log",
         ).start()
         self.workers = ManagedProcess(

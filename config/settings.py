@@ -101,6 +101,17 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
         "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # Under ASGI each request runs in its own thread, so persistent connections are never
+    # reused there: ASGI servers set DATABASE_POOL=true to share a psycopg pool instead. Not
+    # for django-q2 workers: a pool's sockets and thread must not cross their fork.
+    if env_bool("DATABASE_POOL", False):
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 2),
+            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
+            "timeout": 10,
+        }
 else:
     DATABASES = {
         "default": {

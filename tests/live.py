@@ -130,7 +130,9 @@ class LiveStack:
             "--ws-per-message-deflate",
             "false",
         ]
-        self.server = LiveProcess(argv, self.environment, self.log_dir / "server.log").start()
+        # As deployed: the ASGI server shares a database connection pool (DATABASE_POOL).
+        environment = dict(self.environment, DATABASE_POOL="true")
+        self.server = LiveProcess(argv, environment, self.log_dir / "server.log").start()
         self._wait_for_server()
         return self.server
 
