@@ -32,7 +32,7 @@ import certifi
 import httpx
 from django.conf import settings
 
-from tools.builtins.base import ToolError
+from core.errors import ToolError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # host, port -> the addresses (as text) the host resolves to.

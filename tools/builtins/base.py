@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from core.errors import ToolError
 
-class ToolError(Exception):
-    """A failure the model should see as the tool's error result (bad input, refused URL…)."""
+__all__ = ["BUILTIN_REGISTRY", "BuiltinTool", "ToolContext", "ToolError", "register"]
 
 
 @dataclass(frozen=True)
