@@ -27,6 +27,15 @@ MAX_STEPS_RANGE = (1, 100)
 MAX_TOKENS_RANGE = (1, 200_000)
 
 
+class PlanningMode(models.TextChoices):
+    # Every message runs the normal loop (no routing call): the default, as before planning existed.
+    DIRECT = "direct"
+    # Each message is classified simple / tool / complex; complex ones are planned.
+    AUTO = "auto"
+    # Every message is planned and carried out by executor sub-agents.
+    PLAN = "plan"
+
+
 class Agent(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
@@ -49,6 +58,8 @@ class Agent(models.Model):
     run_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     # Summarize older turns when the context nears the model's window (agents.runtime.compaction).
     context_compaction_enabled = models.BooleanField(default=True)
+    # How messages are routed between a direct answer, the tool loop and a plan (sessions.planning).
+    planning_mode = models.CharField(max_length=10, choices=PlanningMode.choices, default=PlanningMode.DIRECT)
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

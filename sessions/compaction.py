@@ -74,6 +74,8 @@ def context_messages(*, session_id: UUID, after_position: int | None) -> QuerySe
     messages = Message.objects.filter(session_id=session_id, position__isnull=False)
     if after_position is not None:
         messages = messages.filter(position__gt=after_position)
+    # Executor runs keep their own transcripts: only the planner's answer joins the session's.
+    messages = messages.exclude(run__parent_run__isnull=False)
     return messages.exclude(_abandoned_run("run") & ~Q(role=MessageRole.USER)).order_by("position")
 
 

@@ -2,6 +2,7 @@
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -12,13 +13,21 @@ from django.utils import timezone
 from agents.model_clients import ProviderNotConfigured, model_client_for
 from agents.runtime.compaction import CompactionPolicy
 from agents.runtime.loop import LoopConfig, LoopResult, run_agent_loop
-from agents.runtime.types import ChatMessage
+from agents.runtime.types import (
+    ChatMessage,
+    ModelClient,
+    ToolCallRequested,
+    ToolOutcome,
+    ToolProvider,
+    ToolSpec,
+)
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
-from sessions.compaction import compaction_policy_for, session_transcript
+from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
 from sessions.events import emit_event
 from sessions.lane import new_lease_owner, run_claim
-from sessions.models import Run, RunStatus, StopReason
+from sessions.models import Message, Run, RunStatus, StopReason
+from sessions.planning.orchestration import planning_applies, run_plan_advance
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from tenants.limits import tenant_limit
@@ -59,28 +68,100 @@ def run_execute(*, run_id: UUID) -> UUID | None:
 
 
 def _execute_claimed(run: Run, *, owner: str) -> None:
+    if planning_applies(run):
+        _execute_planning(run, owner=owner)
+        return
     run_transition(run, RunStatus.EXECUTING)
     try:
         model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
     except ProviderNotConfigured as error:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
-    recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
+    _run_loop(
+        run, model=model, recorder=DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
+    )
+
+
+def _run_loop(
+    run: Run,
+    *,
+    model: ModelClient,
+    recorder: DjangoRunRecorder,
+    is_tool_use: bool = True,
+    synthesis_context: str = "",
+) -> None:
+    """The agent loop over the run's transcript; a synthesis adds the step results and offers no tools."""
     toolset = toolset_for_run(run)
     config = loop_config_for(run.agent_config, compaction=compaction_policy_for(run, toolset))
     memories = memories_for_context(run)
     if memories:
         config.system_prompt = f"{config.system_prompt}\n\n{memories}".strip()
+    history = transcript_for(run)
+    if synthesis_context:
+        history = with_added_user_text(history, synthesis_context)
+    tools: ToolProvider = DjangoToolProvider(toolset, tool_context_for(run)) if is_tool_use else NO_TOOLS
+    run.refresh_from_db(fields=["model_calls"])
     result = run_agent_loop(
         config=config,
-        history=transcript_for(run),
+        history=history,
         model=model,
-        tools=DjangoToolProvider(toolset, tool_context_for(run)),
+        tools=tools,
         recorder=recorder,
         model_calls_done=run.model_calls,
-        approvals=ToolCallGate(run, toolset),
+        approvals=ToolCallGate(run, toolset) if is_tool_use else None,
     )
     _record_loop_result(run, result)
+
+
+def _execute_planning(run: Run, *, owner: str) -> None:
+    """Route, plan and coordinate executors (sessions.planning); the loop answers directly or synthesizes."""
+    try:
+        model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
+    except ProviderNotConfigured as error:
+        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
+        return
+    recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
+    outcome = run_plan_advance(run, model=model, recorder=recorder)
+    if outcome.action == "wait":
+        return
+    if outcome.action == "fail":
+        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.ERROR, error=outcome.text)
+        return
+    if outcome.action == "cancelled":
+        run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        return
+    run_transition(run, RunStatus.EXECUTING)
+    _run_loop(
+        run,
+        model=model,
+        recorder=recorder,
+        is_tool_use=outcome.is_tool_use and outcome.action == "direct",
+        synthesis_context=outcome.text if outcome.action == "synthesize" else "",
+    )
+
+
+def with_added_user_text(history: list[ChatMessage], text: str) -> list[ChatMessage]:
+    """``text`` joins the last user turn (or starts one), so roles keep alternating."""
+    block = {"type": "text", "text": text}
+    if history and history[-1].role == "user":
+        return [*history[:-1], ChatMessage(role="user", content=[*history[-1].content, block])]
+    return [*history, ChatMessage(role="user", content=[block])]
+
+
+class _NoTools:
+    """The tool provider of a direct answer or a synthesis: nothing to call."""
+
+    def specs(self) -> list[ToolSpec]:
+        return []
+
+    def timeout_for(self, name: str) -> float:
+        return 0.0
+
+    def execute(self, call: ToolCallRequested, *, should_stop: Callable[[], bool]) -> ToolOutcome:
+        return ToolOutcome(content=f"there is no tool named {call.name!r}", is_error=True)
+
+
+NO_TOOLS = _NoTools()
 
 
 def _deadline_for(run: Run) -> float:
@@ -110,7 +191,13 @@ def loop_config_for(
 
 
 def transcript_for(run: Run) -> list[ChatMessage]:
-    """The model's context for the run: compacted history, then the newer messages (sessions.compaction)."""
+    """The model's context for the run: compacted history, then the newer messages (sessions.compaction).
+
+    An executor sees only its own step: its prompt and its own turns.
+    """
+    if run.parent_run_id is not None:
+        own = Message.objects.filter(run=run, position__isnull=False).order_by("position")
+        return [chat_message_for(message) for message in own.only("role", "content")]
     return session_transcript(session_id=run.session_id)
 
 
@@ -137,6 +224,24 @@ def _pause_for_approval(run: Run) -> None:
         run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
+def _tree_usage_record(run: Run) -> dict[str, Any]:
+    """The run's usage with its children's, stored on the run, and per child for the event."""
+    children = {
+        str(child.pk): child.usage for child in Run.objects.filter(parent_run=run).order_by("created_at")
+    }
+    run.refresh_from_db(fields=USAGE_FIELDS)
+    tree = {
+        name: getattr(run, name) + sum(usage[name] for usage in children.values()) for name in USAGE_FIELDS
+    }
+    tree["total_tokens"] = tree["input_tokens"] + tree["output_tokens"]
+    Run.objects.filter(pk=run.pk).update(tree_usage=tree)
+    run.tree_usage = tree
+    return {"usage": run.usage, "tree_usage": tree, "children_usage": children}
+
+
+USAGE_FIELDS = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"]
+
+
 def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", actor: str = "system") -> Run:
     """Move the run to a terminal state and announce it; a run already finished is left alone."""
     for _ in range(3):
@@ -150,6 +255,8 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
             with transaction.atomic():
                 run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)
                 data: dict[str, Any] = {"status": target, "stop_reason": stop_reason, "usage": run.usage}
+                if run.parent_run_id is None and run.children.exists():
+                    data.update(_tree_usage_record(run))
                 if error:
                     data["error"] = error
                 emit_event(

@@ -31,11 +31,15 @@ def lease_expiry() -> datetime:
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:
-    """The oldest queued run of the session, if no run of it is active."""
-    if Run.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).exists():
+    """The oldest queued run of the session, if no run of it is active.
+
+    Executor child runs (``parent_run``) are outside the lane: their parent holds it.
+    """
+    top_level = Run.objects.filter(session_id=session_id, parent_run__isnull=True)
+    if top_level.filter(status__in=ACTIVE_RUN_STATUSES).exists():
         return None
     return (
-        Run.objects.filter(session_id=session_id, status=RunStatus.QUEUED)
+        top_level.filter(status=RunStatus.QUEUED)
         .order_by("created_at", "id")
         .values_list("id", flat=True)
         .first()
@@ -54,7 +58,7 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
             return None
         # Locking the session row keeps two workers from starting two runs of one lane.
         Session.objects.select_for_update().filter(pk=run.session_id).values_list("id").get()
-        if next_runnable_run_id(run.session_id) != run.pk:
+        if run.parent_run_id is None and next_runnable_run_id(run.session_id) != run.pk:
             return None
         now = timezone.now()
         run_transition(
@@ -84,3 +88,12 @@ def _place_user_message(run: Run) -> None:
     if message is not None:
         message.position = next_session_number(session_id=run.session_id, counter="last_message_position")
         message.save(update_fields=["position"])
+
+
+def queued_child_run_ids(session_id: UUID) -> list[UUID]:
+    """Executor runs of the session waiting for a worker; they start at once, beside their parent."""
+    return list(
+        Run.objects.filter(session_id=session_id, status=RunStatus.QUEUED, parent_run__isnull=False)
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)
+    )

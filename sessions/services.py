@@ -22,6 +22,7 @@ from sessions.models import (
     StopReason,
     ToolApproval,
 )
+from sessions.planning.delivery import run_is_waiting_on_children
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from sessions.sweeper import run_resume
 from sessions.tasks import dispatch_on_commit
@@ -75,6 +76,7 @@ def agent_config_snapshot(agent: Agent, *, actor: Actor) -> dict[str, Any]:
         "max_tokens": agent.max_tokens,
         "run_timeout_seconds": agent.run_timeout_seconds,
         "context_compaction_enabled": agent.context_compaction_enabled,
+        "planning_mode": agent.planning_mode,
         "tool_policy": policy_snapshot(agent),
         "actor_role": actor.role,
     }
@@ -251,7 +253,19 @@ def run_cancel(*, actor: Actor, run: Run) -> Run:
     """Cancel a queued run at once; ask an active one to stop (its loop notices within a second)."""
     _require_session_owner_or_admin(actor, run.session)
     actor_label = f"user:{actor.user_id}"
+    run = _run_cancel_one(run, actor_label=actor_label)
+    for child in Run.objects.filter(parent_run=run).exclude(status__in=TERMINAL_RUN_STATUSES):
+        _run_cancel_one(child, actor_label=actor_label)
+    return run
+
+
+def _run_cancel_one(run: Run, *, actor_label: str) -> Run:
+    """One run of a cancel; a parent waiting on executors (no worker holds it) ends at once."""
     for _ in range(5):
+        if run.status == RunStatus.EXECUTING and run_is_waiting_on_children(run):
+            return run_finish(
+                run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label
+            )
         if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
             return run
         if run.status in (RunStatus.QUEUED, RunStatus.CREATED):

@@ -14,6 +14,7 @@ from django.utils import timezone
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
 from sessions.execution import run_finish
 from sessions.models import ApprovalStatus, Run, RunStatus, StopReason, ToolApproval
+from sessions.planning.delivery import parent_resume_when_children_done, waiting_parent_ids
 from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
 from sessions.tasks import run_dispatch_next
 
@@ -30,6 +31,7 @@ class SweepReport:
     approvals_expired: int = 0
     resumed: int = 0
     redispatched: int = 0
+    parents_resumed: int = 0
 
 
 def sweep_runs() -> SweepReport:
@@ -37,6 +39,7 @@ def sweep_runs() -> SweepReport:
     _expire_approvals(report)
     _recover_expired_leases(report)
     _redispatch_forgotten_queues(report)
+    _resume_forgotten_parents(report)
     return report
 
 
@@ -106,6 +109,22 @@ def _redispatch_forgotten_queues(report: SweepReport) -> None:
         .distinct()
     )
     for session_id in sessions:
-        if not Run.objects.filter(session_id=session_id, status__in=ACTIVE_RUN_STATUSES).exists():
+        if not Run.objects.filter(
+            session_id=session_id, status__in=ACTIVE_RUN_STATUSES, parent_run__isnull=True
+        ).exists():
             run_dispatch_next(session_id=session_id)
             report.redispatched += 1
+        elif Run.objects.filter(
+            session_id=session_id, status=RunStatus.QUEUED, parent_run__isnull=False
+        ).exists():
+            run_dispatch_next(session_id=session_id)  # executors start beside their waiting parent
+            report.redispatched += 1
+
+
+def _resume_forgotten_parents(report: SweepReport) -> None:
+    """A planning run whose children all ended but whose resume was lost (the child's worker died)."""
+    for parent_id in waiting_parent_ids():
+        if parent_resume_when_children_done(parent_id=parent_id):
+            session_id = Run.objects.filter(pk=parent_id).values_list("session_id", flat=True).get()
+            run_dispatch_next(session_id=session_id)
+            report.parents_resumed += 1

@@ -1,0 +1,482 @@
+"""The planning run's side of planning: route, plan, dispatch ready steps, replan, prepare synthesis.
+
+``run_plan_advance`` is called each time a top-level run of a planning agent executes. It returns
+what the execution layer does next: run the normal loop (``direct``), release the worker while
+executors work (``wait``), answer from the step results (``synthesize``), or end the run.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents.runtime.types import ChatMessage, ModelClient
+from sessions.events import emit_event
+from sessions.models import (
+    Message,
+    MessageRole,
+    Plan,
+    PlanStatus,
+    PlanStep,
+    Run,
+    RunStatus,
+    StepStatus,
+)
+from sessions.planning.plans import PlanSpec, StepSpec, plan_parse
+from sessions.planning.routing import (
+    ROUTER_SYSTEM_PROMPT,
+    Route,
+    list_items,
+    offline_route,
+    route_from_answer,
+)
+from sessions.planning.structured import PlannerCallFailed, structured_call
+from sessions.recorder import DjangoRunRecorder
+from sessions.state import TERMINAL_RUN_STATUSES, StaleTransition, run_transition
+from tools.registry import toolset_for_run
+
+PLANNER_SYSTEM_PROMPT = (
+    "You are the planner. Split the user's request into steps that executor sub-agents carry out "
+    "separately; steps that do not need each other's results must not depend on each other, so they "
+    "run in parallel. Answer with only a JSON object: "
+    '{{"goal": "…", "steps": [{{"id": "s1", "title": "…", "instructions": "…", "depends_on": [], '
+    '"expected_output": "…", "tools": []}}]}}. At most {max_steps} steps. Executors may only use '
+    "these read-only tools: {tools}."
+)
+EXECUTOR_SYSTEM_PROMPT = (
+    "You are an executor sub-agent carrying out one step of a plan. Do only this step, with read-only "
+    "tools; you cannot change anything or start other agents. End with the step's result."
+)
+SYNTHESIS_INSTRUCTIONS = (
+    "The plan's steps are done. Write the final answer to the request above from these results, "
+    "citing the steps you use by their ids."
+)
+RESULT_PREVIEW_CHARACTERS = 2000
+
+Action = Literal["direct", "wait", "synthesize", "fail", "cancelled"]
+
+
+@dataclass(frozen=True)
+class PlanningOutcome:
+    action: Action
+    # direct: whether the loop offers tools (a "simple" message is answered without).
+    is_tool_use: bool = True
+    # synthesize: the step results to answer from; fail: the error.
+    text: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def planning_applies(run: Run) -> bool:
+    """Only top-level runs of planning agents plan: executors cannot plan or spawn (depth 1)."""
+    if run.parent_run_id is not None:
+        return False
+    return (
+        run.agent_config.get("planning_mode", "direct") != "direct" or Plan.objects.filter(run=run).exists()
+    )
+
+
+def run_plan_advance(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) -> PlanningOutcome:
+    try:
+        plan = Plan.objects.filter(run=run).first()
+        if plan is not None:
+            return _plan_continue(run, plan, model=model, recorder=recorder)
+        route = _route(run, model=model, recorder=recorder)
+        if route != "complex":
+            return PlanningOutcome("direct", is_tool_use=route == "tool")
+        return _plan_create(run, model=model, recorder=recorder)
+    except PlannerCallFailed as error:
+        return PlanningOutcome("cancelled" if error.is_cancelled else "fail", text=str(error))
+
+
+# --- Routing ------------------------------------------------------------------------------------------
+
+
+def _request_text(run: Run) -> str:
+    if run.user_message_id is None:
+        return ""
+    message = Message.objects.filter(pk=run.user_message_id).first()
+    return message.text if message is not None else ""
+
+
+def _route(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) -> Route:
+    """Classify the user's message once per run; the decision is stored and announced."""
+    if run.route:
+        return run.route  # type: ignore[return-value]
+    text = _request_text(run)
+    route: Route
+    if run.agent_config.get("planning_mode") == "plan":
+        route, reason = "complex", "the agent's planning mode is plan"
+    elif run.agent_config.get("model_provider") == "offline":
+        route, reason = offline_route(text)
+    else:
+        answer, _ = structured_call(
+            model=model,
+            recorder=recorder,
+            model_name=run.agent_config["model_name"],
+            system=ROUTER_SYSTEM_PROMPT,
+            messages=[_user(text)],
+            purpose="route",
+        )
+        route, reason = route_from_answer(answer) or ("tool", "the router's answer was unreadable")
+    Run.objects.filter(pk=run.pk).update(route=route, route_reason=reason)
+    run.route, run.route_reason = route, reason
+    recorder.emit(
+        "run.status",
+        {"from": run.status, "to": run.status, "actor": "router", "route": route, "reason": reason},
+    )
+    return route
+
+
+def _user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=[{"type": "text", "text": text}])
+
+
+# --- Creating the plan ----------------------------------------------------------------------------------
+
+
+def executor_config(parent_config: dict[str, Any]) -> dict[str, Any]:
+    """The executor agent derived from the planner: same model, read-only tools, its own limits."""
+    config = dict(parent_config)
+    config.update(
+        role="executor",
+        read_only_tools=True,
+        planning_mode="direct",
+        max_steps=min(int(config.get("max_steps", 20)), settings.PLANNER_EXECUTOR_MAX_STEPS),
+        run_timeout_seconds=settings.PLANNER_EXECUTOR_TIMEOUT_SECONDS,
+        context_compaction_enabled=False,
+        system_prompt=f"{EXECUTOR_SYSTEM_PROMPT}\n\n{config.get('system_prompt', '')}".strip(),
+    )
+    return config
+
+
+def executor_tool_names(run: Run) -> frozenset[str]:
+    probe = Run(tenant_id=run.tenant_id, agent_config=executor_config(run.agent_config))
+    return frozenset(tool.name for tool in toolset_for_run(probe).allowed())
+
+
+def _ask_for_plan(
+    run: Run,
+    *,
+    model: ModelClient,
+    recorder: DjangoRunRecorder,
+    prompt: str,
+    purpose: str,
+    done_keys: frozenset[str] = frozenset(),
+    allow_empty: bool = False,
+) -> PlanSpec | str:
+    """The validated plan, or the errors as text after the model was sent its errors once."""
+    allowed = executor_tool_names(run)
+    system = PLANNER_SYSTEM_PROMPT.format(
+        max_steps=settings.PLANNER_MAX_STEPS, tools=", ".join(sorted(allowed)) or "none"
+    )
+    messages = [_user(prompt)]
+    errors: list[str] = []
+    for _ in range(2):
+        answer, text = structured_call(
+            model=model,
+            recorder=recorder,
+            model_name=run.agent_config["model_name"],
+            system=system,
+            messages=messages,
+            purpose=purpose,
+        )
+        spec, errors = plan_parse(
+            answer,
+            max_steps=settings.PLANNER_MAX_STEPS,
+            allowed_tools=allowed,
+            done_keys=done_keys,
+            allow_empty=allow_empty,
+        )
+        if spec is not None:
+            return spec
+        feedback = "Your plan is invalid:\n- " + "\n- ".join(errors) + "\nAnswer with a corrected plan."
+        messages = [*messages, ChatMessage(role="assistant", content=[{"type": "text", "text": text}])]
+        messages.append(_user(feedback))
+    return "; ".join(errors)
+
+
+def _offline_plan(text: str) -> PlanSpec:
+    items = list_items(text) or [text.strip()]
+    steps = tuple(
+        StepSpec(
+            key=f"s{index}",
+            title=item[:300],
+            instructions=item,
+            depends_on=(),
+            expected_output="",
+            tools=(),
+        )
+        for index, item in enumerate(items[: settings.PLANNER_MAX_STEPS], start=1)
+    )
+    return PlanSpec(goal=text.strip()[:1000], steps=steps)
+
+
+def _plan_create(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) -> PlanningOutcome:
+    text = _request_text(run)
+    if run.agent_config.get("model_provider") == "offline":
+        spec: PlanSpec | str = _offline_plan(text)
+    else:
+        spec = _ask_for_plan(run, model=model, recorder=recorder, prompt=text, purpose="plan")
+    if isinstance(spec, str):
+        return PlanningOutcome("fail", text=f"The planner could not produce a valid plan: {spec}")
+    with transaction.atomic():
+        plan = Plan.objects.create(tenant_id=run.tenant_id, run=run, goal=spec.goal or text[:1000])
+        PlanStep.objects.bulk_create([_plan_step(plan, step, index) for index, step in enumerate(spec.steps)])
+        recorder.emit("plan.created", plan_payload(plan))
+    return _dispatch_ready(run, plan, recorder=recorder)
+
+
+def _plan_step(plan: Plan, step: StepSpec, index: int) -> PlanStep:
+    return PlanStep(
+        plan=plan,
+        key=step.key,
+        index=index,
+        title=step.title,
+        instructions=step.instructions,
+        depends_on=list(step.depends_on),
+        expected_output=step.expected_output,
+        tools=list(step.tools),
+    )
+
+
+def plan_payload(plan: Plan, *, reason: str = "") -> dict[str, Any]:
+    """The plan as ``plan.created`` / ``plan.updated`` events carry it."""
+    payload: dict[str, Any] = {
+        "plan_id": str(plan.pk),
+        "goal": plan.goal,
+        "status": plan.status,
+        "revision": plan.revision,
+        "replans": plan.replans,
+        "steps": [
+            {
+                "id": step.key,
+                "title": step.title,
+                "instructions": step.instructions,
+                "depends_on": step.depends_on,
+                "expected_output": step.expected_output,
+                "status": step.status,
+                "child_run_id": str(step.child_run_id) if step.child_run_id else None,
+                "result": step.result[:RESULT_PREVIEW_CHARACTERS],
+                "error": step.error,
+            }
+            for step in PlanStep.objects.filter(plan=plan).order_by("index")
+        ],
+    }
+    if reason:
+        payload["reason"] = reason
+    return payload
+
+
+# --- Dispatching executors ------------------------------------------------------------------------------
+
+
+def _dispatch_ready(run: Run, plan: Plan, *, recorder: DjangoRunRecorder) -> PlanningOutcome:
+    """Start the ready steps as child runs (up to the limit) and release the worker, or synthesize."""
+    steps = list(PlanStep.objects.filter(plan=plan).order_by("index"))
+    by_key = {step.key: step for step in steps}
+    running = [step for step in steps if step.status == StepStatus.RUNNING]
+    ready = [
+        step
+        for step in steps
+        if step.status == StepStatus.PENDING
+        and all(by_key[key].status == StepStatus.COMPLETED for key in step.depends_on if key in by_key)
+    ]
+    to_start = ready[: max(0, settings.PLANNER_MAX_PARALLEL_STEPS - len(running))]
+    if not to_start and not running:
+        if all(
+            step.status in (StepStatus.COMPLETED, StepStatus.SKIPPED) or step.is_replanned for step in steps
+        ):
+            return _synthesis(plan, steps, recorder=recorder)
+        return PlanningOutcome(
+            "fail", text="The plan cannot continue: its remaining steps wait on steps that failed."
+        )
+    try:
+        with transaction.atomic():
+            for step in to_start:
+                child = _child_run_create(run, step, by_key)
+                PlanStep.objects.filter(pk=step.pk).update(
+                    status=StepStatus.RUNNING, child_run=child, started_at=timezone.now()
+                )
+            # The wait: executing without a lease, so the lane stays held and no sweeper takes it.
+            run_transition(run, RunStatus.EXECUTING, actor="planner", lease_owner="", lease_expires_at=None)
+            recorder.emit("plan.updated", plan_payload(plan, reason="steps_started"))
+    except StaleTransition:
+        return PlanningOutcome("cancelled", text="the run was cancelled while planning")
+    return PlanningOutcome("wait")
+
+
+def _child_run_create(parent: Run, step: PlanStep, by_key: dict[str, PlanStep]) -> Run:
+    message = Message.objects.create(
+        tenant_id=parent.tenant_id,
+        session_id=parent.session_id,
+        position=None,
+        role=MessageRole.USER,
+        content=[{"type": "text", "text": _executor_prompt(step, by_key)}],
+    )
+    child = Run.objects.create(
+        tenant_id=parent.tenant_id,
+        session_id=parent.session_id,
+        agent_id=parent.agent_id,
+        user_message=message,
+        created_by_id=parent.created_by_id,
+        parent_run=parent,
+        agent_config=executor_config(parent.agent_config),
+        status=RunStatus.QUEUED,
+    )
+    Message.objects.filter(pk=message.pk).update(run=child)
+    emit_event(
+        session_id=parent.session_id,
+        run_id=child.pk,
+        event_type="run.queued",
+        data={"message_id": str(message.pk), "parent_run_id": str(parent.pk), "plan_step": step.key},
+    )
+    return child
+
+
+def _executor_prompt(step: PlanStep, by_key: dict[str, PlanStep]) -> str:
+    parts = [f"Step {step.key}: {step.title}", step.instructions]
+    if step.expected_output:
+        parts.append(f"Expected output: {step.expected_output}")
+    for key in step.depends_on:
+        dependency = by_key.get(key)
+        if dependency is not None:
+            parts.append(f"Result of step {key} ({dependency.title}):\n{dependency.result}")
+    return "\n\n".join(parts)
+
+
+# --- Continuing after the executors ---------------------------------------------------------------------
+
+
+def _plan_continue(
+    run: Run, plan: Plan, *, model: ModelClient, recorder: DjangoRunRecorder
+) -> PlanningOutcome:
+    if plan.status == PlanStatus.COMPLETED:  # the synthesis was interrupted: answer again
+        return _synthesis(plan, list(PlanStep.objects.filter(plan=plan)), recorder=recorder)
+    _steps_sync(plan, recorder=recorder)
+    failures = list(PlanStep.objects.filter(plan=plan, status=StepStatus.FAILED, is_replanned=False))
+    if failures:
+        if (
+            plan.replans >= settings.PLANNER_MAX_REPLANS
+            or run.agent_config.get("model_provider") == "offline"
+        ):
+            plan_finish(plan, status=PlanStatus.FAILED, recorder=recorder)
+            described = "; ".join(f"step {step.key} ({step.title}) failed: {step.error}" for step in failures)
+            return PlanningOutcome("fail", text=f"The plan failed: {described}")
+        if (error := _replan(run, plan, failures, model=model, recorder=recorder)) is not None:
+            return PlanningOutcome("fail", text=f"The planner could not revise the plan: {error}")
+    return _dispatch_ready(run, plan, recorder=recorder)
+
+
+def _steps_sync(plan: Plan, *, recorder: DjangoRunRecorder) -> None:
+    """Record the outcome of every step whose executor run has ended (read from the database)."""
+    changed = False
+    for step in PlanStep.objects.filter(plan=plan, status=StepStatus.RUNNING).select_related("child_run"):
+        child = step.child_run
+        if child is None or child.status not in TERMINAL_RUN_STATUSES:
+            continue
+        if child.status == RunStatus.COMPLETED:
+            fields: dict[str, Any] = {"status": StepStatus.COMPLETED, "result": run_final_text(child)}
+        else:
+            error = child.error or f"the executor run ended {child.status}"
+            fields = {"status": StepStatus.FAILED, "error": error}
+        PlanStep.objects.filter(pk=step.pk, status=StepStatus.RUNNING).update(
+            finished_at=child.finished_at or timezone.now(), **fields
+        )
+        changed = True
+    if changed:
+        recorder.emit("plan.updated", plan_payload(plan, reason="steps_finished"))
+
+
+def run_final_text(run: Run) -> str:
+    message = (
+        Message.objects.filter(run=run, role=MessageRole.ASSISTANT, position__isnull=False)
+        .order_by("-position")
+        .first()
+    )
+    return message.text if message is not None else ""
+
+
+def _replan(
+    run: Run, plan: Plan, failures: list[PlanStep], *, model: ModelClient, recorder: DjangoRunRecorder
+) -> str | None:
+    """Ask the planner to revise the remaining steps; None when the revised plan is in place."""
+    steps = list(PlanStep.objects.filter(plan=plan).order_by("index"))
+    done = frozenset(step.key for step in steps if step.status == StepStatus.COMPLETED)
+    spec = _ask_for_plan(
+        run,
+        model=model,
+        recorder=recorder,
+        prompt=_replan_prompt(run, steps, failures),
+        purpose="replan",
+        done_keys=done,
+        allow_empty=True,
+    )
+    if isinstance(spec, str):
+        plan_finish(plan, status=PlanStatus.FAILED, recorder=recorder)
+        return spec
+    pending = {step.key: step for step in steps if step.status == StepStatus.PENDING}
+    taken = {step.key for step in steps} - set(pending)
+    if clashes := sorted(step.key for step in spec.steps if step.key in taken):
+        plan_finish(plan, status=PlanStatus.FAILED, recorder=recorder)
+        return f"the revised plan reuses the ids of finished steps: {', '.join(clashes)}"
+    with transaction.atomic():
+        PlanStep.objects.filter(pk__in=[step.pk for step in failures]).update(is_replanned=True)
+        kept = {step.key for step in spec.steps}
+        PlanStep.objects.filter(plan=plan, status=StepStatus.PENDING).exclude(key__in=kept).update(
+            status=StepStatus.SKIPPED, finished_at=timezone.now()
+        )
+        next_index = len(steps)
+        for step in spec.steps:
+            if step.key in pending:
+                PlanStep.objects.filter(pk=pending[step.key].pk).update(
+                    title=step.title,
+                    instructions=step.instructions,
+                    depends_on=list(step.depends_on),
+                    expected_output=step.expected_output,
+                    tools=list(step.tools),
+                )
+            else:
+                _plan_step(plan, step, next_index).save()
+                next_index += 1
+        plan.replans += 1
+        plan.revision += 1
+        plan.save(update_fields=["replans", "revision", "updated_at"])
+        recorder.emit("plan.updated", plan_payload(plan, reason="replanned"))
+    return None
+
+
+def _replan_prompt(run: Run, steps: list[PlanStep], failures: list[PlanStep]) -> str:
+    lines = [f"The user's request:\n{_request_text(run)}", "", "The plan so far:"]
+    for step in steps:
+        outcome = (
+            step.result[:RESULT_PREVIEW_CHARACTERS] if step.status == StepStatus.COMPLETED else step.error
+        )
+        lines.append(f"- {step.key} [{step.status}] {step.title}: {outcome}".rstrip(": "))
+    failed = ", ".join(step.key for step in failures)
+    lines += [
+        "",
+        f"Step {failed} failed. Answer with the remaining steps only: keep a pending step you still need "
+        "by its id, leave out the ones no longer needed, add new steps with new ids. depends_on may "
+        'name completed steps. {"steps": []} means nothing more is needed.',
+    ]
+    return "\n".join(lines)
+
+
+def _synthesis(plan: Plan, steps: list[PlanStep], *, recorder: DjangoRunRecorder) -> PlanningOutcome:
+    if plan.status != PlanStatus.COMPLETED:
+        plan_finish(plan, status=PlanStatus.COMPLETED, recorder=recorder)
+    parts = ["Results of the plan's steps:"]
+    for step in sorted(steps, key=lambda step: step.index):
+        if step.status == StepStatus.COMPLETED:
+            parts.append(f"## {step.key}: {step.title}\n{step.result}")
+    parts.append(SYNTHESIS_INSTRUCTIONS)
+    return PlanningOutcome("synthesize", text="\n\n".join(parts))
+
+
+def plan_finish(plan: Plan, *, status: str, recorder: DjangoRunRecorder | None = None) -> None:
+    Plan.objects.filter(pk=plan.pk).update(status=status, updated_at=timezone.now())
+    plan.status = status
+    if recorder is not None:
+        recorder.emit("plan.updated", plan_payload(plan, reason=status))
