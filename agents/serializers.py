@@ -29,6 +29,7 @@ class AgentSerializer(StrictModelSerializer):
             "approval_required_tools",
             "run_timeout_seconds",
             "context_compaction_enabled",
+            "planning_mode",
             "is_active",
             "created_by",
             "created_at",

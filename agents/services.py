@@ -24,6 +24,7 @@ EDITABLE_FIELDS = (
     "approval_required_tools",
     "run_timeout_seconds",
     "context_compaction_enabled",
+    "planning_mode",
 )
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 RUN_TIMEOUT_RANGE = (1, 24 * 3600)

@@ -128,7 +128,7 @@ def _execute_planning(run: Run, *, owner: str) -> None:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.ERROR, error=outcome.text)
         return
     if outcome.action == "cancelled":
-        run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        _finish_stopped_planning(run, recorder)
         return
     run_transition(run, RunStatus.EXECUTING)
     _run_loop(
@@ -138,6 +138,17 @@ def _execute_planning(run: Run, *, owner: str) -> None:
         is_tool_use=outcome.is_tool_use and outcome.action == "direct",
         synthesis_context=outcome.text if outcome.action == "synthesize" else "",
     )
+
+
+def _finish_stopped_planning(run: Run, recorder: DjangoRunRecorder) -> None:
+    """A planner call stopped: the run was cancelled, ran out of time, or another worker owns it."""
+    reason = recorder.stop_requested()
+    if reason == "lease_lost":
+        logger.warning("run %s: lease lost while planning; another worker continues it", run.pk)
+    elif reason == "timeout":
+        run_finish(run, status=RunStatus.TIMEOUT, stop_reason=StopReason.TIMEOUT)
+    else:
+        run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
 def with_added_user_text(history: list[ChatMessage], text: str) -> list[ChatMessage]:

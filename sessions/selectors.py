@@ -42,7 +42,12 @@ def session_get_for_actor(*, actor: Actor, session_id: UUID | str) -> Session:
 
 def message_list_for_session(*, session: Session) -> QuerySet[Message]:
     # Queued messages have no position yet: they join the transcript when their run starts.
-    return Message.objects.filter(session=session).order_by(F("position").asc(nulls_last=True), "created_at")
+    # Executors' prompts and turns belong to their runs (see the run's events), not the conversation.
+    return (
+        Message.objects.filter(session=session)
+        .exclude(run__parent_run__isnull=False)
+        .order_by(F("position").asc(nulls_last=True), "created_at")
+    )
 
 
 def run_list_for_actor(*, actor: Actor) -> QuerySet[Run]:

@@ -128,7 +128,12 @@ def test_a_complex_request_is_planned_run_by_parallel_executors_and_synthesized(
     synthesis_prompt = request_text(fake_model, SYNTHESIS)
     assert "Rome is larger by 0.7 million." in synthesis_prompt
     messages = bob_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"]
-    assert messages[-1]["text"] == "Rome (2.8M, s2) outnumbers Paris (2.1M, s1) by 0.7M (s3)."
+    assert [(message["role"], message["text"]) for message in messages] == [
+        ("user", "Compare the populations of Paris and Rome."),
+        ("assistant", "Rome (2.8M, s2) outnumbers Paris (2.1M, s1) by 0.7M (s3)."),
+    ]
+    detail = bob_api.get(f"/api/v1/runs/{parent_id}/").json()
+    assert (detail["route"], detail["tree_usage"]) == ("complex", parent.tree_usage)
     for child in Run.objects.filter(parent_run_id=parent_id):
         assert (child.status, child.agent_config["read_only_tools"]) == ("completed", True)
         assert child.session_id == parent.session_id
@@ -352,6 +357,21 @@ def test_auto_mode_routes_a_simple_question_to_a_direct_answer_and_stores_why(
     }
     assert fake_model.requests[1].body.get("tools", []) == []
     assert not Plan.objects.exists()
+
+
+def test_the_planning_mode_is_set_through_the_agents_api_and_validated(
+    cast: Cast, bob_api: APIClient, alice_api: APIClient
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a)
+
+    changed = alice_api.patch(f"/api/v1/agents/{agent.pk}/", {"planning_mode": "auto"}, format="json")
+    refused = alice_api.patch(f"/api/v1/agents/{agent.pk}/", {"planning_mode": "always"}, format="json")
+
+    assert (changed.status_code, changed.json()["planning_mode"]) == (200, "auto")
+    assert refused.status_code == 400
+    assert list(refused.json()["error"]["fields"]) == ["planning_mode"]
+    agent.refresh_from_db()
+    assert agent.planning_mode == "auto"
 
 
 def test_offline_agent_in_auto_mode_plans_a_numbered_list(cast: Cast, bob_api: APIClient) -> None:

@@ -418,6 +418,12 @@ def _replan(
         return spec
     pending = {step.key: step for step in steps if step.status == StepStatus.PENDING}
     taken = {step.key for step in steps} - set(pending)
+    added = sum(1 for step in spec.steps if step.key not in pending)
+    if len(steps) + added > settings.PLANNER_MAX_CHILDREN_PER_RUN:
+        plan_finish(plan, status=PlanStatus.FAILED, recorder=recorder)
+        return (
+            f"the revised plan would pass the limit of {settings.PLANNER_MAX_CHILDREN_PER_RUN} steps per run"
+        )
     if clashes := sorted(step.key for step in spec.steps if step.key in taken):
         plan_finish(plan, status=PlanStatus.FAILED, recorder=recorder)
         return f"the revised plan reuses the ids of finished steps: {', '.join(clashes)}"
