@@ -13,16 +13,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.runtime.types import ChatMessage, ModelClient
-from sessions.events import emit_event
 from sessions.models import (
     Message,
-    MessageRole,
     Plan,
     PlanStatus,
     PlanStep,
     Run,
     RunStatus,
     StepStatus,
+)
+from sessions.planning.executors import (
+    child_run_create,
+    executor_tool_names,
+    run_final_text,
 )
 from sessions.planning.plans import PlanSpec, StepSpec, plan_parse
 from sessions.planning.routing import (
@@ -35,7 +38,6 @@ from sessions.planning.routing import (
 from sessions.planning.structured import PlannerCallFailed, structured_call
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import TERMINAL_RUN_STATUSES, StaleTransition, run_transition
-from tools.registry import toolset_for_run
 
 PLANNER_SYSTEM_PROMPT = (
     "You are the planner. Split the user's request into steps that executor sub-agents carry out "
@@ -44,10 +46,6 @@ PLANNER_SYSTEM_PROMPT = (
     '{{"goal": "…", "steps": [{{"id": "s1", "title": "…", "instructions": "…", "depends_on": [], '
     '"expected_output": "…", "tools": []}}]}}. At most {max_steps} steps. Executors may only use '
     "these read-only tools: {tools}."
-)
-EXECUTOR_SYSTEM_PROMPT = (
-    "You are an executor sub-agent carrying out one step of a plan. Do only this step, with read-only "
-    "tools; you cannot change anything or start other agents. End with the step's result."
 )
 SYNTHESIS_INSTRUCTIONS = (
     "The plan's steps are done. Write the final answer to the request above from these results, "
@@ -134,26 +132,6 @@ def _user(text: str) -> ChatMessage:
 
 
 # --- Creating the plan ----------------------------------------------------------------------------------
-
-
-def executor_config(parent_config: dict[str, Any]) -> dict[str, Any]:
-    """The executor agent derived from the planner: same model, read-only tools, its own limits."""
-    config = dict(parent_config)
-    config.update(
-        role="executor",
-        read_only_tools=True,
-        planning_mode="direct",
-        max_steps=min(int(config.get("max_steps", 20)), settings.PLANNER_EXECUTOR_MAX_STEPS),
-        run_timeout_seconds=settings.PLANNER_EXECUTOR_TIMEOUT_SECONDS,
-        context_compaction_enabled=False,
-        system_prompt=f"{EXECUTOR_SYSTEM_PROMPT}\n\n{config.get('system_prompt', '')}".strip(),
-    )
-    return config
-
-
-def executor_tool_names(run: Run) -> frozenset[str]:
-    probe = Run(tenant_id=run.tenant_id, agent_config=executor_config(run.agent_config))
-    return frozenset(tool.name for tool in toolset_for_run(probe).allowed())
 
 
 def _ask_for_plan(
@@ -295,7 +273,7 @@ def _dispatch_ready(run: Run, plan: Plan, *, recorder: DjangoRunRecorder) -> Pla
     try:
         with transaction.atomic():
             for step in to_start:
-                child = _child_run_create(run, step, by_key)
+                child = child_run_create(run, step, by_key)
                 PlanStep.objects.filter(pk=step.pk).update(
                     status=StepStatus.RUNNING, child_run=child, started_at=timezone.now()
                 )
@@ -305,45 +283,6 @@ def _dispatch_ready(run: Run, plan: Plan, *, recorder: DjangoRunRecorder) -> Pla
     except StaleTransition:
         return PlanningOutcome("cancelled", text="the run was cancelled while planning")
     return PlanningOutcome("wait")
-
-
-def _child_run_create(parent: Run, step: PlanStep, by_key: dict[str, PlanStep]) -> Run:
-    message = Message.objects.create(
-        tenant_id=parent.tenant_id,
-        session_id=parent.session_id,
-        position=None,
-        role=MessageRole.USER,
-        content=[{"type": "text", "text": _executor_prompt(step, by_key)}],
-    )
-    child = Run.objects.create(
-        tenant_id=parent.tenant_id,
-        session_id=parent.session_id,
-        agent_id=parent.agent_id,
-        user_message=message,
-        created_by_id=parent.created_by_id,
-        parent_run=parent,
-        agent_config=executor_config(parent.agent_config),
-        status=RunStatus.QUEUED,
-    )
-    Message.objects.filter(pk=message.pk).update(run=child)
-    emit_event(
-        session_id=parent.session_id,
-        run_id=child.pk,
-        event_type="run.queued",
-        data={"message_id": str(message.pk), "parent_run_id": str(parent.pk), "plan_step": step.key},
-    )
-    return child
-
-
-def _executor_prompt(step: PlanStep, by_key: dict[str, PlanStep]) -> str:
-    parts = [f"Step {step.key}: {step.title}", step.instructions]
-    if step.expected_output:
-        parts.append(f"Expected output: {step.expected_output}")
-    for key in step.depends_on:
-        dependency = by_key.get(key)
-        if dependency is not None:
-            parts.append(f"Result of step {key} ({dependency.title}):\n{dependency.result}")
-    return "\n\n".join(parts)
 
 
 # --- Continuing after the executors ---------------------------------------------------------------------
@@ -387,15 +326,6 @@ def _steps_sync(plan: Plan, *, recorder: DjangoRunRecorder) -> None:
         changed = True
     if changed:
         recorder.emit("plan.updated", plan_payload(plan, reason="steps_finished"))
-
-
-def run_final_text(run: Run) -> str:
-    message = (
-        Message.objects.filter(run=run, role=MessageRole.ASSISTANT, position__isnull=False)
-        .order_by("-position")
-        .first()
-    )
-    return message.text if message is not None else ""
 
 
 def _replan(
