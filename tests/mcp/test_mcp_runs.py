@@ -1,5 +1,8 @@
 """An agent uses a real MCP server's tool in a run, then the server goes away."""
 
+import sys
+from pathlib import Path
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -12,6 +15,8 @@ from tests.mcp.servers import DemoHttpServer
 from tools.models import Tool
 
 pytestmark = pytest.mark.django_db
+
+STDIO_SERVER = str(Path(__file__).with_name("stdio_server.py"))
 
 
 def test_an_agent_calls_an_mcp_tool_and_the_result_reaches_the_model(
@@ -82,4 +87,35 @@ def test_an_unreachable_mcp_server_gives_a_tool_error_not_a_crashed_run(
     step = Step.objects.get(run_id=run_id, kind="tool_call")
     assert step.output["is_error"] is True
     assert "MCP server gone is unavailable" in step.output["content"]
+    assert Run.objects.get(pk=run_id).status == "completed"
+
+
+def test_an_agent_calls_a_stdio_mcp_tool_in_a_run(
+    cast: Cast, alice_api: APIClient, fake_model: FakeModelServer, settings: object
+) -> None:
+    settings.MCP_ALLOW_STDIO = True  # type: ignore[attr-defined]
+    server = alice_api.post(
+        "/api/v1/mcp-servers/",
+        {"name": "local", "transport": "stdio", "command": sys.executable, "args": [STDIO_SERVER]},
+        format="json",
+    ).json()
+    checked = alice_api.post(f"/api/v1/mcp-servers/{server['id']}/check/").json()
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    alice_api.patch(
+        f"/api/v1/agents/{agent.pk}/tools/",
+        {"assigned_tools": [str(Tool.objects.get(name="local__shout").pk)]},
+        format="json",
+    )
+    fake_model.script(Turn(tool_calls=[("local__shout", {"text": "quiet please"})]), Turn(text="done"))
+    session = alice_api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()
+    run_id = alice_api.post(
+        f"/api/v1/sessions/{session['id']}/messages/", {"content": "shout it"}, format="json"
+    ).json()["run"]["id"]
+
+    execute_run(run_id)
+
+    assert checked["health_status"] == "healthy"
+    step = Step.objects.get(run_id=run_id, kind="tool_call")
+    assert step.output == {"content": "QUIET PLEASE!", "is_error": False}
+    assert fake_model.requests[1].body["messages"][-1]["content"][0]["content"] == "QUIET PLEASE!"
     assert Run.objects.get(pk=run_id).status == "completed"
