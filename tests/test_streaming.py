@@ -118,12 +118,21 @@ def receive_events(
     return events
 
 
-def receive_reply(ws: ClientConnection) -> dict[str, Any]:
-    """The next command reply (a frame without a seq); events before it are skipped."""
+def receive_reply(ws: ClientConnection, early_events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The next command reply (a frame without a seq). Events that arrive before it (the
+    store poll can beat the reply) go to ``early_events`` when given, else are skipped."""
     while True:
         frame = receive(ws)
         if "seq" not in frame:
             return frame
+        if early_events is not None:
+            early_events.append(frame)
+
+
+def receive_events_after(
+    ws: ClientConnection, early: list[dict[str, Any]], count: int
+) -> list[dict[str, Any]]:
+    return early + receive_events(ws, count - len(early)) if len(early) < count else early
 
 
 def assert_no_more_events(ws: ClientConnection) -> None:
@@ -356,11 +365,13 @@ def test_browser_session_cookie_authenticates_from_our_origin(stack: LiveStack, 
 def test_socket_commands_post_and_cancel_through_the_services(stack: LiveStack, world: World) -> None:
     with socket(stack, world.session.pk, key=world.alice_key) as ws:
         ws.send(json.dumps({"type": "message", "content": "Hello there", "id": "m1"}))
-        posted = receive_reply(ws)
-        [queued] = receive_events(ws, 1)
+        early: list[dict[str, Any]] = []
+        posted = receive_reply(ws, early)
+        [queued] = receive_events_after(ws, early, 1)
         ws.send(json.dumps({"type": "cancel", "run_id": posted["run_id"], "id": 2}))
-        cancelled = receive_reply(ws)
-        finished = receive_events(ws, 2)
+        early = []
+        cancelled = receive_reply(ws, early)
+        finished = receive_events_after(ws, early, 2)
 
     run = Run.objects.get(pk=posted["run_id"])
     assert posted == {
@@ -401,8 +412,9 @@ def test_socket_approve_decides_a_pending_tool_call(stack: LiveStack, world: Wor
     with socket(stack, world.session.pk, key=world.alice_key) as ws:
         command = {"type": "approve", "run_id": str(run.pk), "tool_call_id": "call-1", "decision": "approve"}
         ws.send(json.dumps(command))
-        reply = receive_reply(ws)
-        [resolved] = receive_events(ws, 1)
+        early: list[dict[str, Any]] = []
+        reply = receive_reply(ws, early)
+        [resolved] = receive_events_after(ws, early, 1)
 
     approval.refresh_from_db()
     assert reply == {
@@ -546,8 +558,8 @@ def test_a_workers_run_streams_to_a_socket_that_reconnects_mid_run(
 
     with socket(agent_stack, session.pk, key=key) as ws:
         ws.send(json.dumps({"type": "message", "content": "stream-test: 2+3?"}))
-        run_id = receive_reply(ws)["run_id"]
         before: list[dict[str, Any]] = []
+        run_id = receive_reply(ws, before)["run_id"]
         while sum(event["type"] == "text.delta" for event in before) < 3:
             before += receive_events(ws, 1, timeout=WORKER_TIMEOUT)
     with socket(agent_stack, session.pk, key=key, query=f"?after={before[-1]['seq']}") as ws:
