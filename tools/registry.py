@@ -1,7 +1,7 @@
 """Which tools a run may use: the built-ins (kept as rows) and the agent's assigned tools,
 filtered by the agent's tool policy as it was when the run was created."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -85,7 +85,6 @@ class RunToolset:
     max_calls_per_turn: int
     max_calls_per_run: int
     is_owner_run: bool
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def allowed(self) -> list[Tool]:
         return [tool for name, tool in self.tools.items() if self.decisions[name].is_allowed]
