@@ -8,6 +8,7 @@ left the context (failed, timed out, retried) leave it with them.
 """
 
 import logging
+from contextlib import AbstractContextManager
 from typing import Any
 from uuid import UUID
 
@@ -34,7 +35,7 @@ from agents.runtime.types import (
     ToolOutcome,
     Usage,
 )
-from sessions.events import emit_event
+from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
@@ -252,6 +253,9 @@ class SessionCompactionRecorder:
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         emit_event(session_id=self.session.pk, run_id=None, event_type=event_type, data=data)
+
+    def batch(self) -> AbstractContextManager[None]:
+        return events_batched()
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
         self._step_count += 1

@@ -5,7 +5,12 @@ announcement (or have no cross-process layer) read the store by sequence number.
 """
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -14,7 +19,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from sessions.models import RunEvent, Session
-from sessions.publisher import publish_after_commit
+from sessions.publisher import publish
 from sessions.sequences import next_session_number
 
 EVENT_TYPES = frozenset(
@@ -64,50 +69,139 @@ def event_envelope(event: RunEvent) -> dict[str, Any]:
     }
 
 
-def emit_event(*, session_id: UUID, run_id: UUID | None, event_type: str, data: dict[str, Any]) -> RunEvent:
-    """Store the event under the session's next seq and announce it once committed."""
+def emit_event(*, session_id: UUID, run_id: UUID | None, event_type: str, data: dict[str, Any]) -> None:
+    """Store the event under the session's next seq and announce it once committed.
+
+    Inside ``events_batched`` the event waits for the block's end (or ``flush_batched_events``)
+    and is stored with the others of the block in one statement.
+    """
     if event_type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {event_type!r}")
-    # No savepoint when nested: the event belongs to its caller's transaction either way.
-    with transaction.atomic(savepoint=False):
+    event = PendingEvent(session_id, run_id, event_type, data, timezone.now())
+    pending = _batch.get()
+    if pending is not None:
+        pending.append(event)
+    else:
+        _store([event])
+
+
+@dataclass(frozen=True)
+class PendingEvent:
+    session_id: UUID
+    run_id: UUID | None
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+_batch: ContextVar[list[PendingEvent] | None] = ContextVar("agentry_event_batch", default=None)
+
+
+@contextmanager
+def events_batched() -> Iterator[None]:
+    """Store the events emitted inside together when the block ends: one statement, not one each.
+
+    For code that does not wait in between (a step's bookkeeping, a state change and its
+    audit events); anything that waits must flush first, or subscribers see the events late.
+    A nested block joins the outer one.
+    """
+    if _batch.get() is not None:
+        yield
+        return
+    token = _batch.set([])
+    try:
+        yield
+    finally:
+        pending = _batch.get() or []
+        _batch.reset(token)
+        if pending:
+            _store(pending)
+
+
+def flush_batched_events() -> None:
+    """Store what the current batch holds now, e.g. inside the transaction its rows belong to."""
+    pending = _batch.get()
+    if pending:
+        _store(list(pending))
+        pending.clear()
+
+
+def _store(events: list[PendingEvent]) -> None:
+    """Number and insert the events, in order, per session; announce them after commit."""
+    by_session: dict[UUID, list[PendingEvent]] = {}
+    for event in events:
+        by_session.setdefault(event.session_id, []).append(event)
+    for session_id, session_events in by_session.items():
         if connection.vendor == "postgresql":
-            event = _insert_numbered_event(session_id, run_id, event_type, data)
+            # One statement is atomic on its own: no transaction needed around it.
+            stored = _insert_numbered_events(session_id, session_events)
         else:
-            seq = next_session_number(session_id=session_id, counter="last_event_seq")
-            event = RunEvent.objects.create(
-                session_id=session_id, run_id=run_id, seq=seq, type=event_type, data=data
-            )
-        publish_after_commit(session_group_name(session_id), event_envelope(event))
-    return event
+            with transaction.atomic(savepoint=False):
+                stored = _insert_events_after_numbering(session_id, session_events)
+        transaction.on_commit(partial(_publish_all, session_id, stored))
 
 
-def _insert_numbered_event(
-    session_id: UUID, run_id: UUID | None, event_type: str, data: dict[str, Any]
-) -> RunEvent:
-    """PostgreSQL: take the seq and insert the event in one statement (one round trip).
+def _publish_all(session_id: UUID, events: list[RunEvent]) -> None:
+    group = session_group_name(session_id)
+    for event in events:
+        publish(group, event_envelope(event))
+
+
+def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent]) -> list[RunEvent]:
+    last = next_session_number(session_id=session_id, counter="last_event_seq", count=len(events))
+    rows = [
+        RunEvent(
+            session_id=session_id,
+            run_id=event.run_id,
+            seq=last - len(events) + number,
+            type=event.type,
+            data=event.data,
+            created_at=event.created_at,
+        )
+        for number, event in enumerate(events, start=1)
+    ]
+    RunEvent.objects.bulk_create(rows)
+    return rows
+
+
+def _insert_numbered_events(session_id: UUID, events: list[PendingEvent]) -> list[RunEvent]:
+    """PostgreSQL: advance the seq and insert every event in one statement (one round trip).
 
     The UPDATE in the CTE locks the session row exactly as ``next_session_number`` does.
     """
     session_table, event_table = Session._meta.db_table, RunEvent._meta.db_table
-    created_at = timezone.now()
+    count = len(events)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH numbered AS (UPDATE {session_table} SET last_event_seq = last_event_seq + 1"  # noqa: S608
+            f"WITH numbered AS (UPDATE {session_table} SET last_event_seq = last_event_seq + %s"  # noqa: S608
             f" WHERE id = %s RETURNING last_event_seq)"
             f" INSERT INTO {event_table} (session_id, run_id, seq, type, data, created_at)"
-            f" SELECT %s, %s, numbered.last_event_seq, %s, %s::jsonb, %s FROM numbered"
-            f" RETURNING id, seq",
-            [session_id, session_id, run_id, event_type, json.dumps(data, cls=DjangoJSONEncoder), created_at],
+            f" SELECT %s, e.run_id, numbered.last_event_seq - %s + e.number, e.type, e.data, e.created_at"
+            f" FROM numbered, unnest(%s::uuid[], %s::text[], %s::jsonb[], %s::timestamptz[])"
+            f" WITH ORDINALITY AS e(run_id, type, data, created_at, number)"
+            f" RETURNING seq",
+            [
+                count,
+                session_id,
+                session_id,
+                count,
+                [event.run_id for event in events],
+                [event.type for event in events],
+                [json.dumps(event.data, cls=DjangoJSONEncoder) for event in events],
+                [event.created_at for event in events],
+            ],
         )
-        row = cursor.fetchone()
-    if row is None:
+        sequence_numbers = sorted(row[0] for row in cursor.fetchall())
+    if not sequence_numbers:
         raise Session.DoesNotExist(f"session {session_id} does not exist")
-    return RunEvent(
-        id=row[0],
-        session_id=session_id,
-        run_id=run_id,
-        seq=row[1],
-        type=event_type,
-        data=data,
-        created_at=created_at,
-    )
+    return [
+        RunEvent(
+            session_id=session_id,
+            run_id=event.run_id,
+            seq=seq,
+            type=event.type,
+            data=event.data,
+            created_at=event.created_at,
+        )
+        for seq, event in zip(sequence_numbers, events, strict=True)
+    ]

@@ -24,10 +24,10 @@ from agents.runtime.types import (
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
-from sessions.events import emit_event
+from sessions.events import emit_event, events_batched
 from sessions.lane import new_lease_owner, run_claim
 from sessions.models import Message, Run, RunStatus, StopReason
-from sessions.planning.orchestration import planning_applies, run_plan_advance
+from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from tenants.limits import tenant_limit
@@ -68,10 +68,9 @@ def run_execute(*, run_id: UUID) -> UUID | None:
 
 
 def _execute_claimed(run: Run, *, owner: str) -> None:
-    if planning_applies(run):
+    if run.status == RunStatus.PLANNING:  # the claim leaves runs that plan first here
         _execute_planning(run, owner=owner)
         return
-    run_transition(run, RunStatus.EXECUTING)
     try:
         model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
     except ProviderNotConfigured as error:
@@ -263,7 +262,7 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
         if run.status == RunStatus.CANCELLING and status != RunStatus.FAILED:
             target, stop_reason = RunStatus.CANCELLED, StopReason.CANCELLED
         try:
-            with transaction.atomic():
+            with transaction.atomic(), events_batched():
                 run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)
                 data: dict[str, Any] = {"status": target, "stop_reason": stop_reason, "usage": run.usage}
                 if run.parent_run_id is None and run.children.exists():

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions.events import emit_event
+from sessions.events import emit_event, events_batched
 from sessions.models import Message, Run, RunStatus, Session
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition
@@ -47,13 +47,14 @@ def next_runnable_run_id(session_id: UUID) -> UUID | None:
 
 
 def run_claim(*, run_id: UUID, owner: str) -> Run | None:
-    """Take the run (queued → planning) with a lease, if it is next in its lane.
+    """Take the run with a lease, if it is next in its lane: queued → planning, and on to
+    executing unless it plans first (``plans_first``), in one transaction.
 
     Returns None when the run is not queued, another run of the session is active, or
     an older run waits: the lane dispatches those in turn.
     """
-    with transaction.atomic():
-        run = Run.objects.filter(pk=run_id).first()
+    with transaction.atomic(), events_batched():
+        run = Run.objects.select_related("tenant").filter(pk=run_id).first()
         if run is None or run.status != RunStatus.QUEUED:
             return None
         # Locking the session row keeps two workers from starting two runs of one lane.
@@ -77,7 +78,17 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
             event_type="run.started",
             data={"attempt": run.attempt, "agent_id": str(run.agent_id) if run.agent_id else None},
         )
+        if not plans_first(run):
+            run_transition(run, RunStatus.EXECUTING)
     return run
+
+
+def plans_first(run: Run) -> bool:
+    """Top-level runs of planning agents route (and maybe plan) before executing.
+
+    Executors (``parent_run``) never plan: depth is limited to one level.
+    """
+    return run.parent_run_id is None and run.agent_config.get("planning_mode", "direct") != "direct"
 
 
 def _place_user_message(run: Run) -> None:

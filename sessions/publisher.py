@@ -11,7 +11,6 @@ import threading
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +75,3 @@ def has_cross_process_layer() -> bool:
 def publish(group: str, envelope: dict[str, Any]) -> None:
     if has_cross_process_layer():
         _publisher.publish(group, envelope)
-
-
-def publish_after_commit(group: str, envelope: dict[str, Any]) -> None:
-    transaction.on_commit(lambda: publish(group, envelope))

@@ -1,6 +1,7 @@
 """The Django-backed ``RunRecorder``: steps, transcript and events of one run, stored."""
 
 import time
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from agents.runtime.types import (
 )
 from core.redaction import redact_tool_arguments
 from sessions.compaction import compaction_snapshot_create
-from sessions.events import emit_event
+from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
 from sessions.sequences import next_session_number
 from sessions.state import step_transition
@@ -50,6 +51,9 @@ class DjangoRunRecorder:
         # The claim just took the lease: the first re-read can wait a full interval.
         self._last_check = time.monotonic()
         self._stop_reason: StopRequestReason | None = None
+
+    def batch(self) -> AbstractContextManager[None]:
+        return events_batched()
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         if event_type in ARGUMENT_BEARING_EVENTS:
@@ -91,6 +95,7 @@ class DjangoRunRecorder:
                 "step.completed",
                 {"step_id": step_id, "index": step.index, "kind": step.kind, "status": StepStatus.COMPLETED},
             )
+            flush_batched_events()  # the step's events commit with it
 
     def fail_step(self, step_id: str, *, error: str) -> None:
         step = self._steps.pop(step_id)
@@ -106,6 +111,7 @@ class DjangoRunRecorder:
                     "error": error,
                 },
             )
+            flush_batched_events()
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         with transaction.atomic():
@@ -120,6 +126,7 @@ class DjangoRunRecorder:
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
             )
+            flush_batched_events()
 
     def record_compaction(self, record: CompactionRecord) -> None:
         """Store the snapshot later runs start their context from (sessions.compaction)."""

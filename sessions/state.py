@@ -6,11 +6,11 @@ race (another worker moved the row first) raises ``StaleTransition`` and changes
 
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions.events import emit_event
+from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.models import Run, RunStatus, Step, StepStatus
 
 S = RunStatus
@@ -69,23 +69,34 @@ def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields:
         fields.setdefault("finished_at", now)
         fields.setdefault("lease_owner", "")
         fields.setdefault("lease_expires_at", None)
-    with transaction.atomic():
+    is_outermost = not connection.in_atomic_block
+    # No savepoint when nested: nothing is written unless the conditional update wins.
+    with transaction.atomic(savepoint=False), events_batched():
         updated = Run.objects.filter(pk=run.pk, status=from_status, version=run.version).update(
             status=to_status, version=F("version") + 1, **fields
         )
-        if updated != 1:
-            raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
-        run.status = to_status
-        run.version += 1
-        for name, value in fields.items():
-            setattr(run, name, value)
-        audit = {"from": from_status, "to": to_status, "actor": actor}
-        if fields.get("stop_reason"):
-            audit["stop_reason"] = fields["stop_reason"]
-        emit_event(session_id=run.session_id, run_id=run.pk, event_type="run.status", data=audit)
-        if to_status in TERMINAL_RUN_STATUSES:
-            _close_open_steps(run)
+        if updated == 1:
+            _record_transition(run, from_status, to_status, actor=actor, fields=fields)
+            if is_outermost:
+                flush_batched_events()  # the audit commits with the change, even inside a batch
+    if updated != 1:
+        raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
     return run
+
+
+def _record_transition(
+    run: Run, from_status: str, to_status: str, *, actor: str, fields: dict[str, Any]
+) -> None:
+    run.status = to_status
+    run.version += 1
+    for name, value in fields.items():
+        setattr(run, name, value)
+    audit = {"from": from_status, "to": to_status, "actor": actor}
+    if fields.get("stop_reason"):
+        audit["stop_reason"] = fields["stop_reason"]
+    emit_event(session_id=run.session_id, run_id=run.pk, event_type="run.status", data=audit)
+    if to_status in TERMINAL_RUN_STATUSES:
+        _close_open_steps(run)
 
 
 def _close_open_steps(run: Run) -> None:

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from core.cache import SharedRedisCache
 from tenants.models import ApiKey, Membership, Role, Tenant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,3 +128,14 @@ def test_seed_demo_is_idempotent() -> None:
     assert Agent.objects.filter(tenant__slug="demo").count() == 1
     assert Agent.objects.get(tenant__slug="demo").model_provider == "offline"
     assert "demo@agentry.local" in output.getvalue()
+
+
+def test_redis_cache_objects_share_one_client_per_process() -> None:
+    """Django builds a cache object per ASGI request; the client and its pool must not follow."""
+    first = SharedRedisCache("redis://127.0.0.1:6379/9", {})
+    second = SharedRedisCache("redis://127.0.0.1:6379/9", {})
+    other_database = SharedRedisCache("redis://127.0.0.1:6379/10", {})
+
+    assert first is not second
+    assert first._cache is second._cache
+    assert other_database._cache is not first._cache

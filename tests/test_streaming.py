@@ -86,7 +86,9 @@ def make_run(session: Session, status: str = RunStatus.EXECUTING) -> Run:
 
 
 def emit(run: Run, event_type: str = "text.delta", **data: Any) -> RunEvent:
-    return emit_event(session_id=run.session_id, run_id=run.pk, event_type=event_type, data=data)
+    """Emit one event and return it as stored."""
+    emit_event(session_id=run.session_id, run_id=run.pk, event_type=event_type, data=data)
+    return RunEvent.objects.filter(session_id=run.session_id).latest("seq")
 
 
 def emit_deltas(run: Run, texts: list[str]) -> list[int]:

@@ -261,8 +261,11 @@ class _AgentLoop:
         )
 
     def _record_response(self, response: ModelResponseCompleted) -> None:
-        self.recorder.emit("usage", {"usage": response.usage.as_dict(), "total_usage": self.usage.as_dict()})
-        self._append(ChatMessage(role="assistant", content=response.content), usage=response.usage)
+        with self.recorder.batch():
+            self.recorder.emit(
+                "usage", {"usage": response.usage.as_dict(), "total_usage": self.usage.as_dict()}
+            )
+            self._append(ChatMessage(role="assistant", content=response.content), usage=response.usage)
         self.final_text = "".join(block["text"] for block in response.content if block.get("type") == "text")
 
     def _append(self, message: ChatMessage, *, usage: Usage | None = None) -> None:

@@ -40,10 +40,11 @@ def call_model(
     flush_seconds: float,
 ) -> ModelResponseCompleted | TurnInterrupted:
     """Stream one response as ``message.*`` and delta events inside a ``model_call`` step."""
-    step_id = recorder.start_step(
-        kind="model_call", input={"model": request.model, "message_count": len(request.messages)}
-    )
-    recorder.emit("message.started", {"role": "assistant"})
+    with recorder.batch():
+        step_id = recorder.start_step(
+            kind="model_call", input={"model": request.model, "message_count": len(request.messages)}
+        )
+        recorder.emit("message.started", {"role": "assistant"})
     coalescer = DeltaCoalescer(recorder.emit, flush_seconds=flush_seconds)
     try:
         response = _stream_response(request, model=model, coalescer=coalescer, stop=stop)
@@ -55,12 +56,13 @@ def call_model(
         recorder.fail_step(step_id, error=str(error))
         failure: InterruptionReason = "context_overflow" if error.kind == "context_overflow" else "llm_error"
         return TurnInterrupted(reason=failure, usage=Usage(), error=str(error))
-    recorder.emit("message.completed", {"content": response.content})
-    recorder.complete_step(
-        step_id,
-        output={"content": response.content, "stop_reason": response.stop_reason},
-        usage=response.usage,
-    )
+    with recorder.batch():
+        recorder.emit("message.completed", {"content": response.content})
+        recorder.complete_step(
+            step_id,
+            output={"content": response.content, "stop_reason": response.stop_reason},
+            usage=response.usage,
+        )
     return response
 
 

@@ -89,7 +89,10 @@ def run_tool_calls(
         max_workers=max(1, min(max_parallel, len(fresh_calls))), thread_name_prefix="agentry-tool"
     )
     try:
-        running = [_submit(call, executor, tools=tools, recorder=recorder, stop=stop) for call in fresh_calls]
+        with recorder.batch():
+            running = [
+                _submit(call, executor, tools=tools, recorder=recorder, stop=stop) for call in fresh_calls
+            ]
         _collect(running, recorder=recorder, stop=stop, outcomes=outcomes)
     finally:
         # A timed-out or abandoned tool thread cannot be killed: do not wait for it.
@@ -183,13 +186,16 @@ def _finished_outcome(item: _RunningCall) -> ToolOutcome | None:
 
 
 def _record_result(item: _RunningCall, outcome: ToolOutcome, recorder: RunRecorder) -> None:
-    recorder.emit(
-        "tool.result",
-        {
-            "tool_call_id": item.call.id,
-            "name": item.call.name,
-            "content": outcome.content,
-            "is_error": outcome.is_error,
-        },
-    )
-    recorder.complete_step(item.step_id, output={"content": outcome.content, "is_error": outcome.is_error})
+    with recorder.batch():
+        recorder.emit(
+            "tool.result",
+            {
+                "tool_call_id": item.call.id,
+                "name": item.call.name,
+                "content": outcome.content,
+                "is_error": outcome.is_error,
+            },
+        )
+        recorder.complete_step(
+            item.step_id, output={"content": outcome.content, "is_error": outcome.is_error}
+        )

@@ -11,6 +11,7 @@ Content blocks are plain dicts so they can be stored as JSON unchanged:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -201,6 +202,13 @@ class RunRecorder(Protocol):
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         """Store and announce one event of the wire contract (DESIGN.md §4)."""
+        ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Events emitted inside are stored together when the block ends (fewer writes).
+
+        Only around code that does not wait: subscribers see batched events at the block's end.
+        """
         ...
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:

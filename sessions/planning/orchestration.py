@@ -66,15 +66,6 @@ class PlanningOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def planning_applies(run: Run) -> bool:
-    """Only top-level runs of planning agents plan: executors cannot plan or spawn (depth 1)."""
-    if run.parent_run_id is not None:
-        return False
-    return (
-        run.agent_config.get("planning_mode", "direct") != "direct" or Plan.objects.filter(run=run).exists()
-    )
-
-
 def run_plan_advance(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) -> PlanningOutcome:
     try:
         plan = Plan.objects.filter(run=run).first()

@@ -6,6 +6,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,10 @@ class InMemoryRecorder:
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         self._note_caller()
         self.events.append((event_type, data))
+
+    def batch(self) -> AbstractContextManager[None]:
+        self._note_caller()
+        return nullcontext()
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
         self._note_caller()

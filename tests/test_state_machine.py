@@ -1,0 +1,304 @@
+"""The run and step state machines (sessions.state) and how events are numbered and batched."""
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from agents.models import PlanningMode
+from sessions.events import emit_event, events_batched, flush_batched_events
+from sessions.lane import new_lease_owner, run_claim
+from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
+from sessions.state import (
+    RUN_TRANSITIONS,
+    STEP_TRANSITIONS,
+    TERMINAL_RUN_STATUSES,
+    InvalidTransition,
+    StaleTransition,
+    run_transition,
+    step_transition,
+)
+from tests.conftest import Cast
+from tests.factories import make_agent
+
+S = RunStatus
+ALLOWED_RUN_MOVES = [(source, target) for source, targets in RUN_TRANSITIONS.items() for target in targets]
+ALLOWED_STEP_MOVES = [(source, target) for source, targets in STEP_TRANSITIONS.items() for target in targets]
+FORBIDDEN_RUN_MOVES = [
+    (S.QUEUED, S.EXECUTING),
+    (S.QUEUED, S.COMPLETED),
+    (S.CREATED, S.EXECUTING),
+    (S.EXECUTING, S.PLANNING),
+    (S.CANCELLING, S.COMPLETED),
+    (S.AWAITING_APPROVAL, S.COMPLETED),
+    (S.COMPLETED, S.QUEUED),
+    (S.FAILED, S.EXECUTING),
+    (S.CANCELLED, S.QUEUED),
+    (S.TIMEOUT, S.COMPLETED),
+]
+
+
+def make_session(cast: Cast, **agent_fields: Any) -> Session:
+    agent = make_agent(tenant=cast.tenant_a, **agent_fields)
+    return Session.objects.create(tenant=cast.tenant_a, agent=agent, created_by=cast.alice)
+
+
+def make_run(session: Session, status: str = S.QUEUED, **fields: Any) -> Run:
+    config = {"planning_mode": session.agent.planning_mode, **fields.pop("agent_config", {})}
+    return Run.objects.create(
+        tenant=session.tenant,
+        session=session,
+        agent=session.agent,
+        created_by=session.created_by,
+        status=status,
+        agent_config=config,
+        **fields,
+    )
+
+
+def session_events(session: Session) -> list[tuple[int, str, dict[str, Any]]]:
+    return list(RunEvent.objects.filter(session=session).order_by("seq").values_list("seq", "type", "data"))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("source", "target"), ALLOWED_RUN_MOVES)
+def test_every_allowed_run_transition_moves_bumps_the_version_and_is_audited(
+    cast: Cast, source: str, target: str
+) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=source)
+
+    run_transition(run, target, actor="tester")
+
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.version, run.status, run.version) == (target, 1, target, 1)
+    assert session_events(session) == [(1, "run.status", {"from": source, "to": target, "actor": "tester"})]
+    assert (stored.finished_at is not None) == (target in TERMINAL_RUN_STATUSES)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("source", "target"), FORBIDDEN_RUN_MOVES)
+def test_forbidden_run_transitions_raise_and_change_nothing(cast: Cast, source: str, target: str) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=source)
+
+    with pytest.raises(InvalidTransition):
+        run_transition(run, target)
+
+    assert Run.objects.filter(pk=run.pk).values_list("status", "version").get() == (source, 0)
+    assert session_events(session) == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("source", "target"), ALLOWED_STEP_MOVES)
+def test_every_allowed_step_transition_moves_and_bumps_the_version(
+    cast: Cast, source: str, target: str
+) -> None:
+    run = make_run(make_session(cast), status=S.EXECUTING)
+    step = Step.objects.create(run=run, index=0, kind="model_call", status=source)
+
+    step_transition(step, target)
+
+    assert Step.objects.filter(pk=step.pk).values_list("status", "version").get() == (target, 1)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("source", [StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED])
+def test_finished_steps_do_not_move(cast: Cast, source: str) -> None:
+    run = make_run(make_session(cast), status=S.EXECUTING)
+    step = Step.objects.create(run=run, index=0, kind="model_call", status=source)
+
+    with pytest.raises(InvalidTransition):
+        step_transition(step, StepStatus.RUNNING)
+
+    assert Step.objects.filter(pk=step.pk).values_list("status", "version").get() == (source, 0)
+
+
+@pytest.mark.django_db
+def test_a_terminal_run_cancels_its_open_steps_and_leaves_finished_ones(cast: Cast) -> None:
+    run = make_run(make_session(cast), status=S.EXECUTING)
+    for index, status in enumerate([StepStatus.COMPLETED, StepStatus.RUNNING, StepStatus.PENDING]):
+        Step.objects.create(run=run, index=index, kind="tool_call", status=status)
+
+    run_transition(run, S.CANCELLED, stop_reason="cancelled")
+
+    assert list(run.steps.order_by("index").values_list("status", flat=True)) == [
+        StepStatus.COMPLETED,
+        StepStatus.CANCELLED,
+        StepStatus.CANCELLED,
+    ]
+
+
+@pytest.mark.django_db
+def test_a_stale_copy_loses_and_leaves_the_surrounding_transaction_usable(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    stale = Run.objects.get(pk=run.pk)
+    run_transition(run, S.CANCELLING)
+
+    with transaction.atomic():
+        with pytest.raises(StaleTransition):
+            run_transition(stale, S.COMPLETED, stop_reason="end_turn")
+        # No savepoint was needed: the losing update wrote nothing, the transaction goes on.
+        Message.objects.create(tenant=session.tenant, session=session, role="user", content=[])
+
+    assert Run.objects.filter(pk=run.pk).values_list("status", "version").get() == (S.CANCELLING, 1)
+    assert (stale.status, stale.version) == (S.EXECUTING, 0)
+    assert [event_type for _seq, event_type, _data in session_events(session)] == ["run.status"]
+    assert Message.objects.filter(session=session).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_racing_for_one_transition_leave_exactly_one_winner(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    copies = [Run.objects.get(pk=run.pk), Run.objects.get(pk=run.pk)]
+    outcomes: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def finish(copy: Run, target: str) -> None:
+        try:
+            barrier.wait(timeout=5)
+            run_transition(copy, target)
+            outcomes.append(f"won:{target}")
+        except StaleTransition:
+            outcomes.append("lost")
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=finish, args=(copies[0], S.COMPLETED)),
+        threading.Thread(target=finish, args=(copies[1], S.FAILED)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+
+    assert sorted(outcome.split(":")[0] for outcome in outcomes) == ["lost", "won"]
+    winner = next(outcome.split(":")[1] for outcome in outcomes if outcome.startswith("won"))
+    assert Run.objects.filter(pk=run.pk).values_list("status", "version").get() == (winner, 1)
+    assert [(seq, data["to"]) for seq, _type, data in session_events(session)] == [(1, winner)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_claiming_one_run_leave_exactly_one_owner(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session)
+    claimed: list[Run | None] = []
+    barrier = threading.Barrier(2)
+
+    def claim() -> None:
+        try:
+            barrier.wait(timeout=5)
+            claimed.append(run_claim(run_id=run.pk, owner=new_lease_owner()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+
+    winners = [result for result in claimed if result is not None]
+    assert (len(claimed), len(winners)) == (2, 1)
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.lease_owner) == (S.EXECUTING, winners[0].lease_owner)
+
+
+@pytest.mark.django_db
+def test_claiming_a_direct_run_starts_it_executing_in_one_transaction(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session)
+
+    claimed = run_claim(run_id=run.pk, owner="worker-1")
+
+    assert claimed is not None
+    assert (claimed.status, claimed.attempt, claimed.lease_owner) == (S.EXECUTING, 1, "worker-1")
+    assert [(seq, event_type) for seq, event_type, _data in session_events(session)] == [
+        (1, "run.status"),
+        (2, "run.started"),
+        (3, "run.status"),
+    ]
+    assert [data.get("to") for _seq, _type, data in session_events(session)] == [
+        S.PLANNING,
+        None,
+        S.EXECUTING,
+    ]
+
+
+@pytest.mark.django_db
+def test_claiming_a_run_of_a_planning_agent_leaves_it_planning(cast: Cast) -> None:
+    session = make_session(cast, planning_mode=PlanningMode.AUTO)
+    run = make_run(session)
+
+    claimed = run_claim(run_id=run.pk, owner="worker-1")
+
+    assert claimed is not None and claimed.status == S.PLANNING
+    assert [event_type for _seq, event_type, _data in session_events(session)] == [
+        "run.status",
+        "run.started",
+    ]
+
+
+@pytest.mark.django_db
+def test_batched_events_are_stored_together_at_the_end_of_the_block_in_order(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    emit_event(session_id=session.pk, run_id=run.pk, event_type="step.started", data={"index": 0})
+
+    with CaptureQueriesContext(connection) as queries, events_batched():
+        for text in ("a", "b", "c"):
+            emit_event(session_id=session.pk, run_id=run.pk, event_type="text.delta", data={"text": text})
+        with events_batched():  # a nested block joins the outer one
+            emit_event(session_id=session.pk, run_id=None, event_type="usage", data={})
+        assert RunEvent.objects.filter(session=session).count() == 1
+        stored_inside = len(queries)
+
+    assert session_events(session) == [
+        (1, "step.started", {"index": 0}),
+        (2, "text.delta", {"text": "a"}),
+        (3, "text.delta", {"text": "b"}),
+        (4, "text.delta", {"text": "c"}),
+        (5, "usage", {}),
+    ]
+    assert list(
+        RunEvent.objects.filter(session=session).order_by("seq").values_list("run_id", flat=True)
+    ) == [
+        run.pk,
+        run.pk,
+        run.pk,
+        run.pk,
+        None,
+    ]
+    assert Session.objects.get(pk=session.pk).last_event_seq == 5
+    # PostgreSQL: numbering and insert are one statement; SQLite: the counter update, one insert.
+    expected_statements = 1 if connection.vendor == "postgresql" else 2
+    assert len(queries) - stored_inside == expected_statements
+
+
+@pytest.mark.django_db
+def test_flushing_a_batch_stores_what_it_holds_now(cast: Cast) -> None:
+    session = make_session(cast)
+
+    with events_batched():
+        emit_event(session_id=session.pk, run_id=None, event_type="usage", data={"n": 1})
+        flush_batched_events()
+        assert [seq for seq, _type, _data in session_events(session)] == [1]
+        emit_event(session_id=session.pk, run_id=None, event_type="usage", data={"n": 2})
+
+    assert [(seq, data["n"]) for seq, _type, data in session_events(session)] == [(1, 1), (2, 2)]
+
+
+@pytest.mark.django_db
+def test_events_of_a_batch_that_raises_are_still_stored(cast: Cast) -> None:
+    session = make_session(cast)
+
+    with pytest.raises(RuntimeError), events_batched():
+        emit_event(session_id=session.pk, run_id=None, event_type="error", data={"message": "boom"})
+        raise RuntimeError("boom")
+
+    assert session_events(session) == [(1, "error", {"message": "boom"})]
