@@ -253,12 +253,14 @@ def subject_user_id_for_session(session_id: UUID) -> int | None:
 
 
 def _latest_user_text(run: Run) -> str:
-    messages = Message.objects.filter(session_id=run.session_id, role=MessageRole.USER)
-    message = None
-    if run.user_message_id is not None:
-        message = messages.filter(pk=run.user_message_id).only("content").first()
-    if message is None:
-        message = messages.filter(position__isnull=False).order_by("-position").only("content").first()
+    if run.user_message_id is not None and run.user_message is not None:
+        return run.user_message.text
+    message = (
+        Message.objects.filter(session_id=run.session_id, role=MessageRole.USER, position__isnull=False)
+        .order_by("-position")
+        .only("content")
+        .first()
+    )
     return message.text if message is not None else ""
 
 
@@ -286,7 +288,7 @@ def memories_for_context(run: Run, *, now: datetime | None = None) -> str:
         tenant_id=run.tenant_id,
         agent_id=run.agent_id,
         statuses=(MemoryStatus.ACTIVE,),
-        subject_user_id=subject_user_id_for_session(run.session_id),
+        subject_user_id=run.session.created_by_id,
     )
     try:
         results = rank_memories(

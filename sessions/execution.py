@@ -99,7 +99,6 @@ def _run_loop(
     if synthesis_context:
         history = with_added_user_text(history, synthesis_context)
     tools: ToolProvider = DjangoToolProvider(toolset, tool_context_for(run)) if is_tool_use else NO_TOOLS
-    run.refresh_from_db(fields=["model_calls"])
     result = run_agent_loop(
         config=config,
         history=history,
@@ -130,6 +129,7 @@ def _execute_planning(run: Run, *, owner: str) -> None:
         _finish_stopped_planning(run, recorder)
         return
     run_transition(run, RunStatus.EXECUTING)
+    run.refresh_from_db(fields=["model_calls"])  # routing and planning made calls of their own
     _run_loop(
         run,
         model=model,

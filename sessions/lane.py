@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Case, When
 from django.utils import timezone
 
 from sessions.events import emit_event, events_batched
@@ -35,15 +36,20 @@ def next_runnable_run_id(session_id: UUID) -> UUID | None:
 
     Executor child runs (``parent_run``) are outside the lane: their parent holds it.
     """
-    top_level = Run.objects.filter(session_id=session_id, parent_run__isnull=True)
-    if top_level.filter(status__in=ACTIVE_RUN_STATUSES).exists():
-        return None
-    return (
-        top_level.filter(status=RunStatus.QUEUED)
-        .order_by("created_at", "id")
-        .values_list("id", flat=True)
+    # One query: an active run sorts first, else the oldest queued one.
+    first = (
+        Run.objects.filter(
+            session_id=session_id,
+            parent_run__isnull=True,
+            status__in=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED],
+        )
+        .order_by(Case(When(status=RunStatus.QUEUED, then=1), default=0), "created_at", "id")
+        .values_list("id", "status")
         .first()
     )
+    if first is None or first[1] != RunStatus.QUEUED:
+        return None
+    return first[0]
 
 
 def run_claim(*, run_id: UUID, owner: str) -> Run | None:
@@ -54,7 +60,8 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     an older run waits: the lane dispatches those in turn.
     """
     with transaction.atomic(), events_batched():
-        run = Run.objects.select_related("tenant").filter(pk=run_id).first()
+        # The tenant, session and message come along: the run's setup reads them next.
+        run = Run.objects.select_related("tenant", "session", "user_message").filter(pk=run_id).first()
         if run is None or run.status != RunStatus.QUEUED:
             return None
         # Locking the session row keeps two workers from starting two runs of one lane.
@@ -95,10 +102,27 @@ def _place_user_message(run: Run) -> None:
     """A queued message joins the transcript when its run starts, after earlier answers."""
     if run.user_message_id is None:
         return
+    if connection.vendor == "postgresql":
+        _place_user_message_in_one_statement(run)
+        return
     message = Message.objects.filter(pk=run.user_message_id, position__isnull=True).first()
     if message is not None:
         message.position = next_session_number(session_id=run.session_id, counter="last_message_position")
         message.save(update_fields=["position"])
+
+
+def _place_user_message_in_one_statement(run: Run) -> None:
+    """PostgreSQL: take the next position and give it to the message, if it has none yet."""
+    session_table, message_table = Session._meta.db_table, Message._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH placed AS (UPDATE {session_table} SET last_message_position = last_message_position + 1"  # noqa: S608
+            f" WHERE id = %s AND EXISTS (SELECT 1 FROM {message_table} WHERE id = %s AND position IS NULL)"
+            f" RETURNING last_message_position)"
+            f" UPDATE {message_table} SET position = placed.last_message_position FROM placed"
+            f" WHERE {message_table}.id = %s",
+            [run.session_id, run.user_message_id, run.user_message_id],
+        )
 
 
 def queued_child_run_ids(session_id: UUID) -> list[UUID]:

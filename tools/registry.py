@@ -20,6 +20,7 @@ def ensure_builtin_tools() -> None:
 
     One query when nothing changed; rows are created or updated after an upgrade.
     """
+    global _builtins_synced_in_this_process
     load_builtin_tools()
     existing = {tool.name: tool for tool in Tool.objects.filter(tenant__isnull=True)}
     for builtin in BUILTIN_REGISTRY.values():
@@ -40,6 +41,7 @@ def ensure_builtin_tools() -> None:
                 pass  # another process created it at the same moment
         elif any(getattr(row, name) != value for name, value in fields.items()):
             Tool.objects.filter(pk=row.pk).update(**fields)
+    _builtins_synced_in_this_process = True
 
 
 def policy_snapshot(agent: Agent) -> dict[str, Any]:
@@ -90,8 +92,24 @@ class RunToolset:
         return [tool for name, tool in self.tools.items() if self.decisions[name].is_allowed]
 
 
+def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
+    candidates = Tool.objects.filter(tenant__isnull=True) | Tool.objects.filter(
+        tenant_id=tenant_id, pk__in=assigned
+    )
+    return list(candidates.select_related("mcp_server"))
+
+
+_builtins_synced_in_this_process = False
+
+
+def _builtin_rows_are_current(candidates: list[Tool]) -> bool:
+    """Rows are synced with the code once per process; a missing row (e.g. after a flush) syncs again."""
+    load_builtin_tools()
+    names = {tool.name for tool in candidates if tool.tenant_id is None}
+    return _builtins_synced_in_this_process and names >= BUILTIN_REGISTRY.keys()
+
+
 def toolset_for_run(run: Run) -> RunToolset:
-    ensure_builtin_tools()
     snapshot = run.agent_config.get("tool_policy") or {}
     rules = PolicyRules(
         profile=snapshot.get("profile", "minimal"),
@@ -101,11 +119,12 @@ def toolset_for_run(run: Run) -> RunToolset:
         read_only_only=bool(run.agent_config.get("read_only_tools")),
     )
     assigned = set(snapshot.get("assigned_tool_ids", ()))
-    candidates = Tool.objects.filter(tenant__isnull=True) | Tool.objects.filter(
-        tenant_id=run.tenant_id, pk__in=assigned
-    )
+    candidates = _run_tool_candidates(run.tenant_id, assigned)
+    if not _builtin_rows_are_current(candidates):
+        ensure_builtin_tools()
+        candidates = _run_tool_candidates(run.tenant_id, assigned)
     is_owner_run = run.agent_config.get("actor_role") == Role.OWNER
-    tools = {tool.name: tool for tool in candidates.select_related("mcp_server") if is_available(tool)}
+    tools = {tool.name: tool for tool in candidates if is_available(tool)}
     decisions = {
         name: decide(tool_facts(tool), rules, is_assigned=str(tool.pk) in assigned, is_owner_run=is_owner_run)
         for name, tool in tools.items()
