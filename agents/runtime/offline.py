@@ -1,8 +1,9 @@
 """``offline-demo``: a deterministic local model so Agentry can be tried with no API key.
 
 It follows a few fixed rules instead of thinking: arithmetic goes to the ``calculator``
-tool, questions about the time go to ``current_time``, tool results are turned into an
-answer, and anything else is echoed back with a hint to configure a real provider.
+tool, questions about the time go to ``current_time``, "delegate: <task>" goes to
+``spawn_subagent`` when the agent has it, tool results are turned into an answer, and
+anything else is echoed back with a hint to configure a real provider.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _ASKS_FOR_TIME = re.compile(
     r"what date|what day|date today)\b"
 )
 _ASKS_IDENTITY = re.compile(r"\b(?:who are you|what are you|your name|which model|what model)\b")
+_DELEGATES = re.compile(r"^\s*delegate\s*:\s*(?P<task>\S.*)", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,11 @@ def plan_reply(request: ModelRequest) -> OfflineReply:
         return OfflineReply(text=_answer_from_results(results, request.messages))
     text = " ".join(block["text"] for block in last.content if block.get("type") == "text").strip()
     offered = {spec.name for spec in request.tools}
+    delegated = _DELEGATES.match(text)
+    if delegated and "spawn_subagent" in offered:
+        task = delegated.group("task").strip()
+        call = _tool_call(request, "spawn_subagent", {"task": task})
+        return OfflineReply(text="Let me hand this to a sub-agent.", tool_call=call)
     expression = find_arithmetic(text)
     if expression and "calculator" in offered:
         call = _tool_call(request, "calculator", {"expression": expression})
@@ -161,6 +168,10 @@ def _describe_result(result: ContentBlock, call: ContentBlock | None) -> str:
     if name == "calculator" and call:
         expression = call["arguments"].get("expression", "")
         return f"I could not calculate {expression}: {content}" if is_error else f"{expression} = {content}."
+    if name == "spawn_subagent":
+        return (
+            f"The sub-agent could not answer: {content}" if is_error else f"The sub-agent answered: {content}"
+        )
     if name == "current_time":
         return f"I could not read the clock: {content}" if is_error else f"The current time is {content}."
     return f"The {name} tool failed: {content}" if is_error else f"The {name} tool returned: {content}"

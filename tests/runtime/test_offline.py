@@ -230,3 +230,36 @@ def test_the_loop_answers_arithmetic_with_the_offline_model_and_the_calculator()
         }
     ]
     assert [step.kind for step in recorder.steps] == ["model_call", "tool_call", "model_call"]
+
+
+SPAWN_SPEC = ToolSpec(name="spawn_subagent", description="Delegate a task.", input_schema={"type": "object"})
+
+
+def test_delegate_calls_spawn_subagent_when_offered_and_its_answer_becomes_the_reply() -> None:
+    asked = request(user("Delegate: what is 6*7?"), tools=[*BOTH_TOOLS, SPAWN_SPEC])
+
+    response = completed(stream(asked))
+
+    assert response.stop_reason == "tool_use"
+    call = response.content[1]
+    assert (response.content[0]["text"], call["name"], call["arguments"]) == (
+        "Let me hand this to a sub-agent.",
+        "spawn_subagent",
+        {"task": "what is 6*7?"},
+    )
+    result = ChatMessage(
+        role="user",
+        content=[
+            {"type": "tool_result", "tool_call_id": call["id"], "content": "6*7 = 42.", "is_error": False}
+        ],
+    )
+    answer = completed(
+        stream(request(asked.messages[0], ChatMessage(role="assistant", content=response.content), result))
+    )
+    assert answer.content == [{"type": "text", "text": "The sub-agent answered: 6*7 = 42."}]
+
+
+def test_delegate_without_spawn_subagent_is_not_a_tool_call() -> None:
+    response = completed(stream(request(user("delegate: what is 6*7?"), tools=BOTH_TOOLS)))
+
+    assert (response.stop_reason, response.content[1]["name"]) == ("tool_use", "calculator")
