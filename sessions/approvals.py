@@ -10,9 +10,11 @@ from agents.runtime.types import ApprovalCheck, ToolCallRequested
 from core.redaction import redact_secrets
 from sessions.events import emit_event
 from sessions.models import ApprovalStatus, Run, RunStatus, Step, StepKind, ToolApproval
+from sessions.subagents import SPAWN_SUBAGENT, SubagentSpawner
 from tools.registry import RunToolset
 
 DECISION_STATES = {"approve": "approved", "deny": "denied"}
+APPROVED = ApprovalCheck(state="approved")
 
 
 class ToolCallGate:
@@ -22,9 +24,10 @@ class ToolCallGate:
     approval pause the run until someone decides.
     """
 
-    def __init__(self, run: Run, toolset: RunToolset) -> None:
+    def __init__(self, run: Run, toolset: RunToolset, *, subagents: SubagentSpawner | None = None) -> None:
         self.run = run
         self.toolset = toolset
+        self.subagents = subagents
 
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
         checks: dict[str, ApprovalCheck] = {}
@@ -37,6 +40,14 @@ class ToolCallGate:
             elif self.toolset.decisions[call.name].requires_approval:
                 needing_approval.append(call)
         checks.update(self._approval_checks(needing_approval))
+        if self.subagents is not None:
+            # A sub-agent starts only once its call may run: allowed, and approved when it must be.
+            spawns = [
+                call
+                for call in calls
+                if call.name == SPAWN_SUBAGENT and checks.get(call.id, APPROVED).state == "approved"
+            ]
+            checks.update(self.subagents.check(spawns))
         return checks
 
     def _refusal(self, call: ToolCallRequested, *, index: int, calls_so_far: int) -> str | None:

@@ -30,9 +30,10 @@ from sessions.models import Message, Run, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
+from sessions.subagents import SPAWN_SUBAGENT, SpawnRequest, SubagentSpawner, subagents_start_and_wait
 from tenants.limits import tenant_limit
 from tools.provider import DjangoToolProvider, tool_context_for
-from tools.registry import toolset_for_run
+from tools.registry import RunToolset, toolset_for_run
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ def _run_loop(
     if synthesis_context:
         history = with_added_user_text(history, synthesis_context)
     tools: ToolProvider = DjangoToolProvider(toolset, tool_context_for(run)) if is_tool_use else NO_TOOLS
+    subagents = _subagent_spawner(run, toolset)
     result = run_agent_loop(
         config=config,
         history=history,
@@ -106,9 +108,14 @@ def _run_loop(
         tools=tools,
         recorder=recorder,
         model_calls_done=run.model_calls,
-        approvals=ToolCallGate(run, toolset) if is_tool_use else None,
+        approvals=ToolCallGate(run, toolset, subagents=subagents) if is_tool_use else None,
     )
-    _record_loop_result(run, result)
+    _record_loop_result(run, result, subagents)
+
+
+def _subagent_spawner(run: Run, toolset: RunToolset) -> SubagentSpawner | None:
+    tool = toolset.tools.get(SPAWN_SUBAGENT)
+    return SubagentSpawner(run, tool.input_schema) if tool is not None else None
 
 
 def _execute_planning(run: Run, *, owner: str) -> None:
@@ -211,12 +218,15 @@ def transcript_for(run: Run) -> list[ChatMessage]:
     return session_transcript(session_id=run.session_id)
 
 
-def _record_loop_result(run: Run, result: LoopResult) -> None:
+def _record_loop_result(run: Run, result: LoopResult, subagents: SubagentSpawner | None = None) -> None:
     if result.stop_reason == "lease_lost":
         logger.warning("run %s: lease lost; another worker continues it", run.pk)
         return
     if result.stop_reason == "awaiting_approval":
         _pause_for_approval(run)
+        return
+    if result.stop_reason == "awaiting_subagents":
+        _pause_for_subagents(run, subagents.requests if subagents is not None else [])
         return
     status, stop_reason = LOOP_OUTCOMES[result.stop_reason]
     run_finish(run, status=status, stop_reason=stop_reason, error=result.error or "")
@@ -232,6 +242,16 @@ def _pause_for_approval(run: Run) -> None:
         run_transition(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None)
     except StaleTransition:
         run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+
+
+def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
+    """Start the sub-agents and release the worker; the last one to end queues the run again."""
+    try:
+        if subagents_start_and_wait(run, requests):
+            return
+    except StaleTransition:
+        pass  # a cancel moved the run while it paused: no child was started
+    run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
 def _tree_usage_record(run: Run) -> dict[str, Any]:

@@ -80,10 +80,7 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
         if run.user_message_id is not None:
             _place_user_message(run)
         emit_event(
-            session_id=run.session_id,
-            run_id=run.pk,
-            event_type="run.started",
-            data={"attempt": run.attempt, "agent_id": str(run.agent_id) if run.agent_id else None},
+            session_id=run.session_id, run_id=run.pk, event_type="run.started", data=_started_data(run)
         )
         if not plans_first(run):
             run_transition(run, RunStatus.EXECUTING)
@@ -96,6 +93,19 @@ def plans_first(run: Run) -> bool:
     Executors (``parent_run``) never plan: depth is limited to one level.
     """
     return run.parent_run_id is None and run.agent_config.get("planning_mode", "direct") != "direct"
+
+
+def _started_data(run: Run) -> dict[str, object]:
+    """A child run names its parent and its task, so a client can show it apart from the answer."""
+    data: dict[str, object] = {
+        "attempt": run.attempt,
+        "agent_id": str(run.agent_id) if run.agent_id else None,
+    }
+    if run.parent_run_id is not None:
+        data.update(parent_run_id=str(run.parent_run_id), title=run.title)
+        if run.parent_tool_call_id:
+            data["tool_call_id"] = run.parent_tool_call_id
+    return data
 
 
 def _place_user_message(run: Run) -> None:

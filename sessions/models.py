@@ -114,6 +114,10 @@ class Run(models.Model):
     parent_run = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
     )
+    # A sub-agent's spawn_subagent call in its parent: one child per call, however often the parent replays.
+    parent_tool_call_id = models.CharField(max_length=200, blank=True)
+    # What a child run does (its plan step or delegated task), as people see it.
+    title = models.CharField(max_length=300, blank=True)
     retry_of = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="retries"
     )
@@ -147,6 +151,13 @@ class Run(models.Model):
             models.Index(fields=["session", "status", "created_at"], name="run_session_lane"),
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
             models.Index(fields=["tenant", "-created_at"], name="run_tenant_created"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["parent_run", "parent_tool_call_id"],
+                condition=~models.Q(parent_tool_call_id=""),
+                name="run_unique_subagent_per_tool_call",
+            )
         ]
 
     def __str__(self) -> str:

@@ -169,6 +169,8 @@ class RunSerializer(serializers.ModelSerializer):
             "agent",
             "user_message",
             "parent_run",
+            "parent_tool_call_id",
+            "title",
             "retry_of",
             "status",
             "stop_reason",

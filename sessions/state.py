@@ -20,8 +20,18 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     S.PLANNING: frozenset(
         {S.EXECUTING, S.QUEUED, S.CANCELLING, S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMEOUT}
     ),
+    # executing → executing: a run that waits on its sub-agents gives its lease (and worker) back.
     S.EXECUTING: frozenset(
-        {S.AWAITING_APPROVAL, S.QUEUED, S.CANCELLING, S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMEOUT}
+        {
+            S.EXECUTING,
+            S.AWAITING_APPROVAL,
+            S.QUEUED,
+            S.CANCELLING,
+            S.COMPLETED,
+            S.FAILED,
+            S.CANCELLED,
+            S.TIMEOUT,
+        }
     ),
     S.AWAITING_APPROVAL: frozenset({S.EXECUTING, S.QUEUED, S.CANCELLING, S.FAILED, S.CANCELLED, S.TIMEOUT}),
     S.CANCELLING: frozenset({S.CANCELLED, S.FAILED}),

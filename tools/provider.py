@@ -6,6 +6,7 @@ thread opened.
 """
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import jsonschema
@@ -67,16 +68,18 @@ class DjangoToolProvider:
             # The model can correct its call; the tool never sees invalid arguments.
             return ToolOutcome(content="invalid arguments: " + "; ".join(errors), is_error=True)
         try:
-            return ToolOutcome(content=self._run(tool, call.arguments))
+            return ToolOutcome(
+                content=self._run(tool, call.arguments, replace(self.context, tool_call_id=call.id))
+            )
         except ToolError as error:
             return ToolOutcome(content=str(error), is_error=True)
         finally:
             if threading.current_thread() is not threading.main_thread():
                 connection.close()
 
-    def _run(self, tool: Tool, arguments: dict[str, Any]) -> str:
+    def _run(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> str:
         if tool.kind == ToolKind.BUILTIN:
-            return BUILTIN_REGISTRY[tool.name].run(arguments, self.context)
+            return BUILTIN_REGISTRY[tool.name].run(arguments, context)
         if tool.kind == ToolKind.HTTP:
             return run_http_tool(tool, arguments)
         assert tool.mcp_server is not None

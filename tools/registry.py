@@ -78,6 +78,11 @@ def is_available(tool: Tool) -> bool:
     return builtin is None or builtin.is_available()
 
 
+def starts_runs(tool: Tool) -> bool:
+    builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
+    return builtin is not None and builtin.starts_runs
+
+
 @dataclass
 class RunToolset:
     """The run's candidate tools by name, with the policy's decision for each."""
@@ -124,7 +129,12 @@ def toolset_for_run(run: Run) -> RunToolset:
         ensure_builtin_tools()
         candidates = _run_tool_candidates(run.tenant_id, assigned)
     is_owner_run = run.agent_config.get("actor_role") == Role.OWNER
-    tools = {tool.name: tool for tool in candidates if is_available(tool)}
+    is_child_run = run.parent_run_id is not None or run.agent_config.get("role") == "executor"
+    tools = {
+        tool.name: tool
+        for tool in candidates
+        if is_available(tool) and not (is_child_run and starts_runs(tool))
+    }
     decisions = {
         name: decide(tool_facts(tool), rules, is_assigned=str(tool.pk) in assigned, is_owner_run=is_owner_run)
         for name, tool in tools.items()

@@ -40,6 +40,7 @@ LoopStopReason = Literal[
     "context_overflow",
     "lease_lost",
     "awaiting_approval",
+    "awaiting_subagents",
 ]
 
 # What the model is told about a call the run stopped before it finished.
@@ -81,8 +82,9 @@ def run_agent_loop(
     """Run the conversation in ``history`` until the model ends its turn or a limit or stop hits.
 
     ``model_calls_done`` counts the model calls of this run made before a resume. When
-    ``approvals`` holds a call back, the loop returns ``awaiting_approval`` with the calls
-    unanswered; running it again on the stored history resumes from there.
+    ``approvals`` holds a call back, the loop returns ``awaiting_approval`` (a person decides)
+    or ``awaiting_subagents`` (a sub-agent works) with the calls unanswered; running it again
+    on the stored history resumes from there.
     """
     loop = _AgentLoop(config, history, model, tools, recorder, model_calls_done, approvals)
     unanswered_calls = unanswered_tool_calls(history)
@@ -200,11 +202,16 @@ class _AgentLoop:
 
     def answer_tool_calls(
         self, calls: list[ToolCallRequested]
-    ) -> StopRequestReason | Literal["awaiting_approval"] | None:
-        """Run the calls and append their results as one user message, in call order."""
+    ) -> StopRequestReason | Literal["awaiting_approval", "awaiting_subagents"] | None:
+        """Run the calls and append their results as one user message, in call order.
+
+        Nothing of the batch runs while one call waits: the resumed run answers them all at once.
+        """
         checks = self.approvals.check(calls) if self.approvals else {}
         if any(check.state == "pending" for check in checks.values()):
             return "awaiting_approval"
+        if any(check.state == "waiting" for check in checks.values()):
+            return "awaiting_subagents"
         denied = {
             call.id: self._deny(call, checks[call.id])
             for call in calls

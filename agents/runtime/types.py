@@ -232,12 +232,13 @@ class RunRecorder(Protocol):
         ...
 
 
-ApprovalState = Literal["not_required", "approved", "denied", "refused", "pending"]
+ApprovalState = Literal["not_required", "approved", "denied", "refused", "pending", "waiting"]
 
 
 @dataclass(frozen=True)
 class ApprovalCheck:
-    """``denied``: a person said no; ``refused``: the tool policy said no (``reason`` says why)."""
+    """``denied``: a person said no; ``refused``: the tool policy said no (``reason`` says why);
+    ``waiting``: the call's answer comes from work elsewhere (a sub-agent) that has not finished."""
 
     state: ApprovalState
     reason: str = ""
@@ -246,8 +247,9 @@ class ApprovalCheck:
 class ApprovalGate(Protocol):
     """Decides which tool calls may run now, before any runs.
 
-    A ``pending`` call pauses the run until someone decides; ``denied`` and ``refused``
-    calls are answered with an error result the model sees, and the run continues.
+    A ``pending`` call pauses the run until someone decides, a ``waiting`` one until its
+    sub-agent ends; ``denied`` and ``refused`` calls are answered with an error result the
+    model sees, and the run continues.
     """
 
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:

@@ -23,7 +23,7 @@ def parent_resume_when_children_done(*, parent_id: UUID) -> bool:
     if Run.objects.filter(parent_run=parent).exclude(status__in=TERMINAL_RUN_STATUSES).exists():
         return False
     try:
-        run_transition(parent, RunStatus.QUEUED, actor="planner")
+        run_transition(parent, RunStatus.QUEUED, actor="children")
     except StaleTransition:
         return False
     return True

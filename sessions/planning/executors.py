@@ -14,7 +14,7 @@ EXECUTOR_SYSTEM_PROMPT = (
 )
 
 
-def executor_config(parent_config: dict[str, Any]) -> dict[str, Any]:
+def executor_config(parent_config: dict[str, Any], *, prompt: str = EXECUTOR_SYSTEM_PROMPT) -> dict[str, Any]:
     """The executor agent derived from the planner: same model, read-only tools, its own limits."""
     config = dict(parent_config)
     config.update(
@@ -24,7 +24,7 @@ def executor_config(parent_config: dict[str, Any]) -> dict[str, Any]:
         max_steps=min(int(config.get("max_steps", 20)), settings.PLANNER_EXECUTOR_MAX_STEPS),
         run_timeout_seconds=settings.PLANNER_EXECUTOR_TIMEOUT_SECONDS,
         context_compaction_enabled=False,
-        system_prompt=f"{EXECUTOR_SYSTEM_PROMPT}\n\n{config.get('system_prompt', '')}".strip(),
+        system_prompt=f"{prompt}\n\n{config.get('system_prompt', '')}".strip(),
     )
     return config
 
@@ -34,13 +34,32 @@ def executor_tool_names(run: Run) -> frozenset[str]:
     return frozenset(tool.name for tool in toolset_for_run(probe).allowed())
 
 
-def child_run_create(parent: Run, step: PlanStep, by_key: dict[str, PlanStep]) -> Run:
+def plan_step_run_create(parent: Run, step: PlanStep, by_key: dict[str, PlanStep]) -> Run:
+    return child_run_create(
+        parent,
+        prompt=executor_prompt(step, by_key),
+        title=f"{step.key}: {step.title}",
+        config=executor_config(parent.agent_config),
+        event_data={"plan_step": step.key},
+    )
+
+
+def child_run_create(
+    parent: Run,
+    *,
+    prompt: str,
+    title: str,
+    config: dict[str, Any],
+    event_data: dict[str, Any],
+    parent_tool_call_id: str = "",
+) -> Run:
+    """A queued child run in the parent's session, its prompt as its own (off-transcript) message."""
     message = Message.objects.create(
         tenant_id=parent.tenant_id,
         session_id=parent.session_id,
         position=None,
         role=MessageRole.USER,
-        content=[{"type": "text", "text": executor_prompt(step, by_key)}],
+        content=[{"type": "text", "text": prompt}],
     )
     child = Run.objects.create(
         tenant_id=parent.tenant_id,
@@ -49,7 +68,9 @@ def child_run_create(parent: Run, step: PlanStep, by_key: dict[str, PlanStep]) -
         user_message=message,
         created_by_id=parent.created_by_id,
         parent_run=parent,
-        agent_config=executor_config(parent.agent_config),
+        parent_tool_call_id=parent_tool_call_id,
+        title=title[:300],
+        agent_config=config,
         status=RunStatus.QUEUED,
     )
     Message.objects.filter(pk=message.pk).update(run=child)
@@ -57,7 +78,12 @@ def child_run_create(parent: Run, step: PlanStep, by_key: dict[str, PlanStep]) -
         session_id=parent.session_id,
         run_id=child.pk,
         event_type="run.queued",
-        data={"message_id": str(message.pk), "parent_run_id": str(parent.pk), "plan_step": step.key},
+        data={
+            "message_id": str(message.pk),
+            "parent_run_id": str(parent.pk),
+            "title": child.title,
+            **event_data,
+        },
     )
     return child
 

@@ -23,8 +23,8 @@ from sessions.models import (
     StepStatus,
 )
 from sessions.planning.executors import (
-    child_run_create,
     executor_tool_names,
+    plan_step_run_create,
     run_final_text,
 )
 from sessions.planning.plans import PlanSpec, StepSpec, plan_parse
@@ -264,7 +264,7 @@ def _dispatch_ready(run: Run, plan: Plan, *, recorder: DjangoRunRecorder) -> Pla
     try:
         with transaction.atomic():
             for step in to_start:
-                child = child_run_create(run, step, by_key)
+                child = plan_step_run_create(run, step, by_key)
                 PlanStep.objects.filter(pk=step.pk).update(
                     status=StepStatus.RUNNING, child_run=child, started_at=timezone.now()
                 )

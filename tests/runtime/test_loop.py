@@ -8,6 +8,7 @@ from agents.runtime.builtin_tools import BUILTIN_TOOLS, StaticToolProvider, Tool
 from agents.runtime.coalescer import DeltaCoalescer
 from agents.runtime.loop import STOPPED_TOOL_OUTCOME, LoopConfig, LoopResult, run_agent_loop
 from agents.runtime.types import (
+    ApprovalCheck,
     ChatMessage,
     ModelError,
     ModelResponseCompleted,
@@ -664,3 +665,42 @@ def test_a_resumed_run_whose_calls_all_completed_makes_no_tool_steps() -> None:
 
     assert [step.kind for step in recorder.steps] == ["model_call"]
     assert recorder.messages[0][0] == ChatMessage("user", [result_block("call-a", "2")])
+
+
+class WaitingGate:
+    """An approval gate whose ``delegate`` calls wait on a sub-agent until ``done`` is set."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
+        if self.done:
+            return {}
+        return {call.id: ApprovalCheck(state="waiting") for call in calls if call.name == "delegate"}
+
+
+def test_a_call_waiting_on_a_subagent_pauses_the_loop_and_the_replay_answers_the_whole_turn() -> None:
+    ran: list[str] = []
+
+    def delegate() -> str:
+        ran.append("delegate")
+        return "the answer"
+
+    tools = StaticToolProvider(dict([tool("delegate", delegate), *BUILTIN_TOOLS.items()]))
+    turn = tool_turn(("call-1", "delegate", {}), ("call-2", "calculator", {"expression": "1+1"}))
+    gate = WaitingGate()
+    recorder = InMemoryRecorder()
+
+    paused = run(ScriptedModel([turn]), tools, recorder, approvals=gate)
+
+    assert (paused.stop_reason, ran) == ("awaiting_subagents", [])
+    assert recorder.event_types() == ["message.started", "message.completed", "usage"]
+    assert [message.role for message, _usage in recorder.messages] == ["assistant"]
+
+    gate.done = True
+    history = [USER_QUESTION, recorder.messages[0][0]]
+    resumed = run(
+        ScriptedModel([text_turn("done")]), tools, InMemoryRecorder(), history=history, approvals=gate
+    )
+
+    assert (resumed.stop_reason, resumed.final_text, ran) == ("end_turn", "done", ["delegate"])

@@ -70,6 +70,7 @@ def test_the_builtin_catalogue_has_groups_and_read_only_flags() -> None:
         "sessions_list": ("sessions", True),
         "session_history": ("sessions", True),
         "session_send": ("sessions", False),
+        "spawn_subagent": ("sessions", False),
     }
 
 

@@ -25,6 +25,8 @@ class ToolContext:
     run_id: UUID
     user_id: int | None
     user_role: str
+    # The model's id of the call being run (empty outside a run's loop).
+    tool_call_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class BuiltinTool:
     is_read_only: bool = False
     timeout_seconds: float = 30.0
     is_available: Callable[[], bool] = field(default=lambda: True)
+    # Starts other runs: hidden from child runs, so sub-agents cannot spawn (depth limit).
+    starts_runs: bool = False
 
 
 BUILTIN_REGISTRY: dict[str, BuiltinTool] = {}
