@@ -26,6 +26,18 @@ RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
 
 
 @dataclass
+class ChildRun:
+    """A planner executor or a sub-agent, shown as its own block in its parent's answer."""
+
+    run: Run
+    parts: list["Part"] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return "Sub-agent" if self.run.parent_tool_call_id else "Executor"
+
+
+@dataclass
 class ToolCard:
     tool_call_id: str
     name: str
@@ -33,6 +45,8 @@ class ToolCard:
     result: str | None = None
     is_error: bool = False
     approval: ToolApproval | None = None
+    # spawn_subagent: the sub-agent the call started.
+    child: ChildRun | None = None
 
     @property
     def state(self) -> str:
@@ -59,6 +73,8 @@ class Turn:
     message: Message | None = None
     run: Run | None = None
     parts: list[Part] = field(default_factory=list)
+    # Executors of a plan (shown before the answer they lead to).
+    children: list[ChildRun] = field(default_factory=list)
 
     @property
     def is_retryable(self) -> bool:
@@ -154,31 +170,77 @@ def _add_turns_of_runs_without_messages(turns: list[Turn], runs: dict[Any, Run])
         turns.insert(at, Turn(role="assistant", message_id=anchor, run=run))
 
 
+def _child_parts(children: list[Run], approvals: dict[str, ToolApproval]) -> dict[Any, list[Part]]:
+    """Each child run's turns (its prompt left out: the block's title says what it does)."""
+    parts: dict[Any, list[Part]] = {child.pk: [] for child in children}
+    cards: dict[str, ToolCard] = {}
+    messages = Message.objects.filter(run__in=children, position__isnull=False).exclude(role=MessageRole.USER)
+    for message in messages.order_by("position"):
+        if message.role == MessageRole.TOOL:
+            _attach_results(message, cards)
+        else:
+            parts[message.run_id].extend(_assistant_parts(message, cards, approvals))
+    return parts
+
+
+def attach_children(turns: list[Turn], children: list[Run], approvals: dict[str, ToolApproval]) -> None:
+    """Put each finished parent's child runs in its answer: a sub-agent under its tool call."""
+    parts = _child_parts(children, approvals)
+    answers: dict[Any, Turn] = {}
+    for turn in turns:
+        if turn.role == "assistant" and turn.run is not None:
+            answers.setdefault(turn.run.pk, turn)
+    cards = {
+        part.tool.tool_call_id: part.tool
+        for turn in answers.values()
+        for part in turn.parts
+        if part.tool is not None
+    }
+    for child in children:
+        block = ChildRun(run=child, parts=parts[child.pk])
+        card = cards.get(child.parent_tool_call_id) if child.parent_tool_call_id else None
+        if card is not None:
+            card.child = block
+        elif child.parent_run_id in answers:
+            answers[child.parent_run_id].children.append(block)
+
+
 def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
-    """The session as the chat page renders it, and where its live replay starts."""
+    """The session as the chat page renders it, and where its live replay starts.
+
+    Child runs (executors, sub-agents) follow their parent: rendered inside its finished answer,
+    or replayed with it while it is still in the lane.
+    """
     last_seq = Session.objects.filter(pk=session.pk).values_list("last_event_seq", flat=True).get()
     runs = list(Run.objects.filter(session=session).order_by("created_at"))
     retried = {run.retry_of_id for run in runs if run.retry_of_id}
     for run in runs:
         run.has_retry = run.pk in retried  # type: ignore[attr-defined]
-    settled = {run.pk: run for run in runs if run.status in TERMINAL_RUN_STATUSES}
-    lane = [run for run in runs if run.pk not in settled]
+    top_level = {run.pk: run for run in runs if run.parent_run_id is None}
+    settled = {run.pk: run for run in top_level.values() if run.status in TERMINAL_RUN_STATUSES}
+    lane = [run for run in top_level.values() if run.pk not in settled]
+    settled_children = [run for run in runs if run.parent_run_id in settled]
     after_seq = last_seq
     if lane:
         first = RunEvent.objects.filter(run__in=lane).aggregate(first=Min("seq"))["first"]
         after_seq = min(last_seq, first - 1) if first is not None else last_seq
     replayed_settled = (
-        RunEvent.objects.filter(session=session, seq__gt=after_seq, run_id__in=list(settled))
+        RunEvent.objects.filter(
+            session=session,
+            seq__gt=after_seq,
+            run_id__in=[*settled, *(child.pk for child in settled_children)],
+        )
         .values_list("run_id", flat=True)
         .distinct()
     )
     approvals = {
         approval.tool_call_id: approval
-        for approval in ToolApproval.objects.filter(run__in=list(settled.values())).select_related(
-            "decided_by"
-        )
+        for approval in ToolApproval.objects.filter(
+            run__in=[*settled.values(), *settled_children]
+        ).select_related("decided_by")
     }
     turns = build_turns(list(message_list_for_session(session=session)), settled, approvals)
+    attach_children(turns, settled_children, approvals)
     lane_by_id = {run.pk: run for run in lane}
     for turn in turns:
         if turn.role == "user" and turn.message is not None and turn.message.run_id in lane_by_id:

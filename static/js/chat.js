@@ -111,7 +111,7 @@
   function runRecord(runId) {
     let run = state.runs.get(runId);
     if (!run) {
-      run = { id: runId, status: "queued", messageId: "", steps: 0, phase: "", turn: null, text: null, reasoning: null, cards: new Map(), tokens: 0 };
+      run = { id: runId, status: "queued", messageId: "", steps: 0, phase: "", turn: null, text: null, reasoning: null, cards: new Map(), tokens: 0, parentId: "", title: "", toolCallId: "" };
       state.runs.set(runId, run);
     }
     return run;
@@ -127,10 +127,20 @@
     return members.length ? members[members.length - 1] : null;
   }
 
+  /* The parts container and the footer of a turn or a child block (never those of a nested block). */
+  function partsOf(element) {
+    return element.matches("[data-parts]") ? element : element.querySelector(":scope > [data-parts]");
+  }
+
+  function footerOf(element) {
+    return partsOf(element).querySelector(":scope > [data-run-footer]");
+  }
+
   function ensureTurn(run) {
     if (run.turn) return run.turn;
     const existing = document.getElementById("run-" + run.id);
     if (existing) { run.turn = existing; return existing; }
+    if (run.parentId) return ensureChildBlock(run);
     const turn = clone("tpl-assistant-turn");
     turn.id = "run-" + run.id;
     turn.setAttribute("data-run-id", run.id);
@@ -146,10 +156,44 @@
   }
 
   function addPart(run, element) {
-    const body = ensureTurn(run).querySelector("[data-parts]");
-    const footer = body.querySelector("[data-run-footer]");
-    keepPinned(function () { body.insertBefore(element, footer); });
+    const turn = ensureTurn(run);
+    const footer = footerOf(turn);
+    keepPinned(function () { partsOf(turn).insertBefore(element, footer); });
     return element;
+  }
+
+  /* --- Child runs (plan executors, sub-agents): a collapsible block in the parent's answer ------ */
+  function noteChild(run, data) {
+    if (!data.parent_run_id) return false;
+    run.parentId = data.parent_run_id;
+    run.title = data.title || run.title;
+    run.toolCallId = data.tool_call_id || run.toolCallId;
+    return true;
+  }
+
+  /* A sub-agent sits right under the tool call that started it; an executor joins the answer. */
+  function ensureChildBlock(run) {
+    const parent = runRecord(run.parentId);
+    const block = clone("tpl-child-run");
+    block.id = "run-" + run.id;
+    block.setAttribute("data-run-id", run.id);
+    block.setAttribute("data-parent-run-id", run.parentId);
+    slot(block, "kind").textContent = run.toolCallId ? "Sub-agent" : "Executor";
+    slot(block, "title").textContent = run.title;
+    run.turn = block;
+    const card = run.toolCallId ? ensureCard(parent, run.toolCallId, "spawn_subagent") : null;
+    if (card) keepPinned(function () { card.after(block); });
+    else addPart(parent, block);
+    return block;
+  }
+
+  function setChildStatus(run, status) {
+    const block = ensureTurn(run);
+    block.setAttribute("data-status", status);
+    const badge = slot(block, "status");
+    badge.textContent = status;
+    const tones = { queued: "info", running: "busy", completed: "ok", failed: "error", timeout: "error", cancelled: "muted" };
+    badge.className = "badge tone-" + (tones[status] || "muted");
   }
 
   function markUserTurnStarted(run) {
@@ -233,7 +277,7 @@
 
   /* --- Run footers ------------------------------------------------------------------------------- */
   function fillFooter(run, data) {
-    const footer = ensureTurn(run).querySelector("[data-run-footer]");
+    const footer = footerOf(ensureTurn(run));
     footer.textContent = "";
     function add(tag, className, text) {
       const element = document.createElement(tag);
@@ -250,7 +294,7 @@
     add("span", "small muted", total + " tokens");
     const link = add("a", "small", "Timeline");
     link.href = url("timeline", run.id);
-    if (config.canPost && RETRYABLE.indexOf(run.status) >= 0) {
+    if (config.canPost && !run.parentId && RETRYABLE.indexOf(run.status) >= 0) {
       const form = add("form", "inline");
       form.method = "post";
       form.action = url("retry", run.id);
@@ -265,6 +309,7 @@
 
   function finishRun(run, status, data) {
     run.status = status;
+    if (run.parentId) setChildStatus(run, status);
     finishText(run.text);
     finishText(run.reasoning);
     run.text = null;
@@ -286,6 +331,13 @@
     "run.queued": function (run, data) {
       run.messageId = data.message_id || run.messageId;
       run.status = "queued";
+      if (noteChild(run, data)) {
+        setChildStatus(run, "queued");
+        const parent = runRecord(run.parentId);
+        parent.phase = run.toolCallId ? "Waiting for the sub-agent…" : "Waiting for the executors…";
+        if (run.toolCallId) setCardState(ensureCard(parent, run.toolCallId), "running", "delegated");
+        return;
+      }
       if (data.retry_of) return;
       const turn = userTurn(run.messageId);
       if (turn) markUserTurnQueued(turn, run.id);
@@ -293,9 +345,10 @@
       else insertMessageFromServer(run.messageId);
       refreshSessionList();
     },
-    "run.started": function (run) {
+    "run.started": function (run, data) {
       run.status = "running";
       run.phase = "Thinking…";
+      if (noteChild(run, data)) { setChildStatus(run, "running"); return; }
       markUserTurnStarted(run);
       ensureTurn(run);
       refreshSessionList();
@@ -398,9 +451,10 @@
   }
 
   /* --- Status: header badge, run bar ------------------------------------------------------------- */
+  /* The session's lane: child runs work inside their parent's turn, not in the lane. */
   function laneRuns() {
     const runs = [];
-    state.runs.forEach(function (run) { if (!isFinished(run)) runs.push(run); });
+    state.runs.forEach(function (run) { if (!isFinished(run) && !run.parentId) runs.push(run); });
     return runs;
   }
 

@@ -261,6 +261,38 @@ def test_chat_streams_the_answer_and_completes_a_tool_card(
     shoot(page, screenshot_dir, "chat-phone")
 
 
+def test_each_executor_of_a_plan_shows_in_its_own_block_of_the_answer(
+    page: Page, cast: Cast, screenshot_dir: Path
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Planner", planning_mode="plan")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "Please:\n1. what is 2+3?\n2. what is 4*5?")
+
+    answer = last_answer(page)
+    blocks = answer.locator(".child-run")
+    expect(blocks).to_have_count(2)
+    expect(blocks.locator("[data-slot=kind]")).to_have_text(["Executor", "Executor"])
+    expect(blocks.locator("[data-slot=title]")).to_have_text(["s1: what is 2+3?", "s2: what is 4*5?"])
+    expect(blocks.nth(0)).to_have_attribute("data-status", "completed")
+    expect(blocks.nth(1)).to_have_attribute("data-status", "completed")
+    expect(answer.locator(":scope .turn-body > .run-footer")).to_contain_text("tokens")
+    expect(page.locator("[data-chat-status]")).to_have_text("idle")
+    expect(page.locator(".turn-assistant")).to_have_count(1)
+    blocks.nth(0).locator(":scope > summary").click()
+    expect(blocks.nth(0).locator(".part-text").last).to_have_text("2+3 = 5.")
+    expect(blocks.nth(0).locator(".tool-card")).to_have_attribute("data-state", "done")
+    shoot(page, screenshot_dir, "chat-executors")
+
+    page.reload()
+    reloaded = last_answer(page).locator(".child-run")
+    expect(reloaded).to_have_count(2)
+    expect(reloaded.locator("[data-slot=title]")).to_have_text(["s1: what is 2+3?", "s2: what is 4*5?"])
+    expect(reloaded.nth(1).locator(".part-text").last).to_have_text("4*5 = 20.")
+    expect(page.locator(".turn-assistant")).to_have_count(1)
+
+
 def test_text_streams_in_and_a_dropped_connection_resumes_without_gaps_or_repeats(
     page: Page, cast: Cast, fake_model: FakeModelServer
 ) -> None:

@@ -65,6 +65,22 @@ def tool_conversation(world: World) -> Run:
     return run
 
 
+def finished_run(world: World, *, question: str, position: int) -> Run:
+    session = world.session_a
+    message = add_message(session, MessageRole.USER, [{"type": "text", "text": question}], None, position)
+    run = Run.objects.create(
+        tenant=session.tenant,
+        session=session,
+        agent=world.agent_a,
+        user_message=message,
+        created_by=world.cast.bob,
+        status=RunStatus.COMPLETED,
+        stop_reason="end_turn",
+    )
+    Message.objects.filter(pk=message.pk).update(run=run)
+    return run
+
+
 def test_finished_runs_render_as_turns_with_tool_cards(world: World, client_for: ClientFor) -> None:
     run = tool_conversation(world)
 
@@ -307,3 +323,77 @@ def test_deleting_a_conversation(world: World, client_for: ClientFor) -> None:
 
     assert (response.status_code, response["Location"]) == (302, "/chat/")
     assert not Session.objects.filter(pk=world.session_a.pk).exists()
+
+
+def child_run(parent: Run, *, title: str, answer: str, position: int, tool_call_id: str = "") -> Run:
+    """A finished child run of ``parent`` with its prompt and answer, as the worker stores them."""
+    session = parent.session
+    prompt = add_message(
+        session, MessageRole.USER, [{"type": "text", "text": f"PROMPT {title}"}], None, position
+    )
+    child = Run.objects.create(
+        tenant=session.tenant,
+        session=session,
+        agent=parent.agent,
+        user_message=prompt,
+        parent_run=parent,
+        parent_tool_call_id=tool_call_id,
+        title=title,
+        status=RunStatus.COMPLETED,
+        stop_reason="end_turn",
+    )
+    Message.objects.filter(pk=prompt.pk).update(run=child)
+    add_message(session, MessageRole.ASSISTANT, [{"type": "text", "text": answer}], child, position + 1)
+    return child
+
+
+def test_child_runs_render_as_labelled_blocks_inside_their_parents_answer(
+    world: World, client_for: ClientFor
+) -> None:
+    session = world.session_a
+    planner = finished_run(world, question="Compare Paris and Rome", position=3)
+    executor = child_run(planner, title="s1: Paris", answer="Paris has 2.1M.", position=4)
+    add_message(session, MessageRole.ASSISTANT, [{"type": "text", "text": "Rome is larger."}], planner, 6)
+    delegating = finished_run(world, question="How big is Rome?", position=7)
+    call = {"type": "tool_call", "id": "call_9", "name": "spawn_subagent", "arguments": {"task": "Rome"}}
+    add_message(session, MessageRole.ASSISTANT, [call], delegating, 8)
+    subagent = child_run(delegating, title="Rome", answer="Rome has 2.8M.", position=9, tool_call_id="call_9")
+    result = {"type": "tool_result", "tool_call_id": "call_9", "content": "Rome has 2.8M.", "is_error": False}
+    add_message(session, MessageRole.TOOL, [result], delegating, 11)
+    add_message(session, MessageRole.ASSISTANT, [{"type": "text", "text": "About 2.8M."}], delegating, 12)
+
+    body = client_for(world.cast.bob).get(f"/chat/{session.pk}/").content.decode()
+
+    assert body.count('class="turn turn-assistant" id="run-') == 3
+    assert body.count('<details class="child-run" id="run-') == 2
+    assert "PROMPT" not in body
+    planner_turn = body[body.index(f'id="run-{planner.pk}"') : body.index(f'id="run-{delegating.pk}"')]
+    block = planner_turn[planner_turn.index(f'id="run-{executor.pk}"') :]
+    assert '<span class="child-run-kind" data-slot="kind">Executor</span>' in block
+    assert '<span class="child-run-title" data-slot="title">s1: Paris</span>' in block
+    assert block.index("Paris has 2.1M.") < block.index("</details>") < block.index("Rome is larger.")
+    delegating_turn = body[body.index(f'id="run-{delegating.pk}"') :]
+    after_card = delegating_turn[delegating_turn.index('data-tool-call-id="call_9"') :]
+    assert after_card.index("</details>") < after_card.index(f'id="run-{subagent.pk}"')
+    assert '<span class="child-run-kind" data-slot="kind">Sub-agent</span>' in after_card
+    assert after_card.index("Rome has 2.8M.") < after_card.index("About 2.8M.")
+    assert f'data-retry="{executor.pk}"' not in body
+
+
+def test_the_children_of_a_parent_in_the_lane_are_replayed_with_it(
+    world: World, client_for: ClientFor
+) -> None:
+    session = world.session_a
+    parent = finished_run(world, question="Compare Paris and Rome", position=3)
+    Run.objects.filter(pk=parent.pk).update(status=RunStatus.EXECUTING, stop_reason="")
+    emit_event(session_id=session.pk, run_id=parent.pk, event_type="run.queued", data={})
+    child = child_run(parent, title="s1: Paris", answer="Paris has 2.1M.", position=4)
+    emit_event(session_id=session.pk, run_id=child.pk, event_type="run.completed", data={})
+
+    body = client_for(world.cast.bob).get(f"/chat/{session.pk}/").content.decode()
+    config = chat_config(body)
+
+    assert "Paris has 2.1M." not in body
+    assert config["afterSeq"] == 0
+    assert config["settledRunIds"] == []
+    assert [run["id"] for run in config["laneRuns"]] == [str(parent.pk)]
