@@ -22,7 +22,7 @@ from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
 from tests.live import LiveStack, wait_until
 from tests.mcp.servers import DemoHttpServer
-from tools.models import Tool, ToolKind
+from tools.models import Tool, ToolKind, ToolPolicy
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -291,6 +291,31 @@ def test_each_executor_of_a_plan_shows_in_its_own_block_of_the_answer(
     expect(reloaded.locator("[data-slot=title]")).to_have_text(["s1: what is 2+3?", "s2: what is 4*5?"])
     expect(reloaded.nth(1).locator(".part-text").last).to_have_text("4*5 = 20.")
     expect(page.locator(".turn-assistant")).to_have_count(1)
+
+
+def test_a_sub_agent_shows_in_its_own_block_under_the_call_that_started_it(page: Page, cast: Cast) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Delegator")
+    ToolPolicy.objects.create(agent=agent, profile="messaging")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "delegate: what is 6*7?")
+
+    answer = last_answer(page)
+    expect(answer.locator(".part-text").last).to_have_text("The sub-agent answered: 6*7 = 42.")
+    card = answer.locator(':scope .turn-body > .tool-card:has(.tool-name:text-is("spawn_subagent"))')
+    expect(card).to_have_attribute("data-state", "done")
+    block = card.locator("xpath=following-sibling::*[1]")
+    expect(block).to_have_class("child-run")
+    expect(block.locator("[data-slot=kind]")).to_have_text("Sub-agent")
+    expect(block.locator("[data-slot=title]")).to_have_text("what is 6*7?")
+    expect(block).to_have_attribute("data-status", "completed")
+    expect(page.locator(".turn-assistant")).to_have_count(1)
+
+    page.reload()
+    reloaded = last_answer(page).locator(".child-run")
+    expect(reloaded).to_have_count(1)
+    expect(reloaded.locator(".part-text").last).to_have_text("6*7 = 42.")
 
 
 def test_text_streams_in_and_a_dropped_connection_resumes_without_gaps_or_repeats(
