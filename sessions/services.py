@@ -1,5 +1,6 @@
 """Writes to sessions and runs, shared by the API, the pages and the websocket."""
 
+import uuid
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -25,7 +26,7 @@ from sessions.models import (
 from sessions.planning.delivery import run_is_waiting_on_children
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from sessions.sweeper import run_resume
-from sessions.tasks import dispatch_on_commit
+from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit
 from tenants.actors import Actor
 from tenants.models import Role
 from tenants.quotas import check_post_message_quotas
@@ -104,7 +105,17 @@ def _validate_message_content(content: str) -> str:
 
 
 def _active_run(session: Session) -> Run | None:
+    # The session selectors prefetch the lane (queued and active runs): no query then.
+    lane = getattr(session, "lane_runs", None)
+    if lane is not None:
+        return next((run for run in lane if run.status in ACTIVE_RUN_STATUSES), None)
     return session.runs.filter(status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
+
+
+def _lane_is_idle(session: Session) -> bool:
+    """Nothing queued or active, as far as this request saw; the worker's claim checks again."""
+    lane = getattr(session, "lane_runs", None)
+    return lane is not None and not lane
 
 
 def _idempotent_repeat(*, actor: Actor, session: Session, key: str) -> tuple[Message, Run] | None:
@@ -149,7 +160,9 @@ def session_post_message(
     check_post_message_quotas(actor=actor)
     try:
         with transaction.atomic():
-            message, run = _store_message_and_run(actor=actor, session=session, content=content)
+            message, run = _store_message_and_run(
+                actor=actor, session=session, content=content, lane_is_idle=_lane_is_idle(session)
+            )
             if idempotency_key:
                 IdempotencyRecord.objects.create(
                     tenant=actor.tenant,
@@ -170,17 +183,23 @@ def session_post_message(
     return message, run
 
 
-def _store_message_and_run(*, actor: Actor, session: Session, content: str) -> tuple[Message, Run]:
+def _store_message_and_run(
+    *, actor: Actor, session: Session, content: str, lane_is_idle: bool
+) -> tuple[Message, Run]:
+    # The run's id is known up front, so the message is written once (the foreign keys
+    # between the two are checked at commit).
+    run_id = uuid.uuid4()
     message = Message.objects.create(
-        tenant=session.tenant,
+        tenant_id=session.tenant_id,
         session=session,
         position=None,
         role=MessageRole.USER,
         content=[{"type": "text", "text": content}],
+        run_id=run_id,
     )
-    run = _queue_run(actor=actor, session=session, user_message=message)
-    message.run = run
-    message.save(update_fields=["run"])
+    run = _queue_run(
+        actor=actor, session=session, user_message=message, run_id=run_id, lane_is_idle=lane_is_idle
+    )
     if not session.title:
         Session.objects.filter(pk=session.pk).update(title=content.strip()[:80], updated_at=timezone.now())
     else:
@@ -188,9 +207,18 @@ def _store_message_and_run(*, actor: Actor, session: Session, content: str) -> t
     return message, run
 
 
-def _queue_run(*, actor: Actor, session: Session, user_message: Message, retry_of: Run | None = None) -> Run:
+def _queue_run(
+    *,
+    actor: Actor,
+    session: Session,
+    user_message: Message,
+    retry_of: Run | None = None,
+    run_id: uuid.UUID | None = None,
+    lane_is_idle: bool = False,
+) -> Run:
     run = Run.objects.create(
-        tenant=session.tenant,
+        id=run_id or uuid.uuid4(),
+        tenant_id=session.tenant_id,
         session=session,
         agent=session.agent,
         user_message=user_message,
@@ -203,7 +231,10 @@ def _queue_run(*, actor: Actor, session: Session, user_message: Message, retry_o
     if retry_of is not None:
         data["retry_of"] = str(retry_of.pk)
     emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued", data=data)
-    dispatch_on_commit(session_id=session.pk)
+    if lane_is_idle:
+        enqueue_run_on_commit(run_id=run.pk)  # no lane to consult: skip the dispatch's reads
+    else:
+        dispatch_on_commit(session_id=session.pk)
     return run
 
 

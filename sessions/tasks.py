@@ -43,5 +43,11 @@ def _broker() -> Broker:
     return get_broker()
 
 
+def enqueue_run_on_commit(*, run_id: UUID) -> None:
+    transaction.on_commit(
+        lambda: async_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=_broker())
+    )
+
+
 def dispatch_on_commit(*, session_id: UUID) -> None:
     transaction.on_commit(lambda: run_dispatch_next(session_id=session_id))

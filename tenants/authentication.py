@@ -1,13 +1,14 @@
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from tenants.api_keys import secret_matches, split_key
-from tenants.models import ApiKey
+from tenants.models import ApiKey, Membership
 
 # Writing last_used_at on every request would turn each read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -19,7 +20,16 @@ def authenticate_api_key(plaintext: str) -> ApiKey | None:
     if parts is None:
         return None
     prefix, secret = parts
-    api_key = ApiKey.objects.select_related("tenant", "created_by").filter(prefix=prefix).first()
+    # The creator's role comes along: the key acts with it (tenants.actors.actor_for_api_key).
+    creator_role = Membership.objects.filter(tenant=OuterRef("tenant"), user=OuterRef("created_by")).values(
+        "role"
+    )
+    api_key = (
+        ApiKey.objects.select_related("tenant", "created_by")
+        .annotate(creator_role=Subquery(creator_role[:1]))
+        .filter(prefix=prefix)
+        .first()
+    )
     if api_key is None or not secret_matches(secret, api_key.secret_hash) or not api_key.is_active:
         return None
     now = timezone.now()
