@@ -1,6 +1,8 @@
 """Sessions, messages and runs through the API, executed in-process by the task function."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from sessions.models import Message, Run, RunEvent, Session, Step
@@ -366,3 +368,25 @@ def test_session_list_uses_a_constant_number_of_queries(cast: Cast, bob_api: API
         bob_api.get("/api/v1/sessions/")
 
     assert len(five) == len(one)
+
+
+def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
+    cast: Cast, bob_api: APIClient
+) -> None:
+    """The hot path's reads and writes, counted: a change that adds one shows up here.
+
+    PostgreSQL numbers and stores events in one statement; SQLite needs two per batch.
+    """
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    warm_up_session = start_session(bob_api, agent.pk)
+    execute_run(post_message(bob_api, warm_up_session, "warm up")["run"]["id"])  # type: ignore[index]
+    session_id = start_session(bob_api, agent.pk)
+
+    with CaptureQueriesContext(connection) as posting:
+        run_id = post_message(bob_api, session_id, "hello there")["run"]["id"]  # type: ignore[index]
+    with CaptureQueriesContext(connection) as running:
+        execute_run(str(run_id))
+
+    assert Run.objects.get(pk=run_id).status == "completed"
+    expected = {"postgresql": (14, 38), "sqlite": (15, 47)}[connection.vendor]
+    assert (len(posting), len(running)) == expected
