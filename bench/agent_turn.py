@@ -68,6 +68,8 @@ PHASES = ("request", "queue", "setup", "model_calls", "tools", "between_steps", 
 class Sample:
     total_ms: float
     post_ms: float
+    # POST → run.started at the websocket client (issue 5's "pickup"); None when polling.
+    pickup_ms: float | None
     phases_ms: dict[str, float]
 
 
@@ -131,6 +133,9 @@ class ScenarioResult:
     def phase_median(self, phase: str) -> float:
         if phase == "post":
             return median([sample.post_ms for sample in self.samples])
+        if phase == "pickup":
+            pickups = [sample.pickup_ms for sample in self.samples if sample.pickup_ms is not None]
+            return median(pickups) if pickups else float("nan")
         return median([sample.phases_ms[phase] for sample in self.samples])
 
     def summary(self) -> dict[str, Any]:
@@ -144,6 +149,7 @@ class ScenarioResult:
             "min_ms": round(min(self.totals), 2),
             "max_ms": round(max(self.totals), 2),
             "post_response_median_ms": round(self.phase_median("post"), 2),
+            "pickup_median_ms": round(self.phase_median("pickup"), 2),
             "phases_median_ms": {phase: round(self.phase_median(phase), 2) for phase in PHASES},
             "events_per_run": self.events_per_run,
             "server_rss_mb": round(self.server_rss_mb, 1),
@@ -302,7 +308,11 @@ class AgentTurnBench:
                 )
             time.sleep(self.options.poll_interval)
 
-    def _wait_by_websocket(self, websocket: ClientConnection, run_id: str, deadline: float) -> None:
+    def _wait_by_websocket(
+        self, websocket: ClientConnection, run_id: str, started: float, deadline: float
+    ) -> float | None:
+        """Wait for the run's terminal event; returns the seconds from the POST to ``run.started``."""
+        pickup_seconds: float | None = None
         while True:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
@@ -315,12 +325,12 @@ class AgentTurnBench:
             except TimeoutError:
                 continue
             envelope = json.loads(raw)
-            if (
-                isinstance(envelope, dict)
-                and envelope.get("run_id") == run_id
-                and (envelope.get("type") in TERMINAL_EVENT_TYPES)
-            ):
-                return
+            if not isinstance(envelope, dict) or envelope.get("run_id") != run_id:
+                continue
+            if envelope.get("type") == "run.started" and pickup_seconds is None:
+                pickup_seconds = time.perf_counter() - started
+            if envelope.get("type") in TERMINAL_EVENT_TYPES:
+                return pickup_seconds
 
     def measure_message(self, scenario: Scenario, observer: Observer) -> tuple[Sample, str]:
         session_id = self.session_for_message()
@@ -336,15 +346,20 @@ class AgentTurnBench:
             post_seconds = time.perf_counter() - started
             run_id: str = self._json(response, 202)["run"]["id"]
             deadline = started + self.options.run_timeout
+            pickup_seconds = None
             if websocket is None:
                 self._wait_by_polling(run_id, deadline)
             else:
-                self._wait_by_websocket(websocket, run_id, deadline)
+                pickup_seconds = self._wait_by_websocket(websocket, run_id, started, deadline)
             total_seconds = time.perf_counter() - started
         run = self.read_run(run_id)
         self._check_run(run, scenario)
         phases = phases_of(run, sent_at=sent_at, observed_at=sent_at + total_seconds)
-        return Sample(total_ms=total_seconds * 1000, post_ms=post_seconds * 1000, phases_ms=phases), run_id
+        pickup_ms = pickup_seconds * 1000 if pickup_seconds is not None else None
+        sample = Sample(
+            total_ms=total_seconds * 1000, post_ms=post_seconds * 1000, pickup_ms=pickup_ms, phases_ms=phases
+        )
+        return sample, run_id
 
     def _check_run(self, run: dict[str, Any], scenario: Scenario) -> None:
         """Only a real, complete turn counts: the right end, the right number of steps."""
@@ -431,7 +446,7 @@ def markdown_report(report: dict[str, Any], results: list[ScenarioResult]) -> st
     if not report["websocket"]["available"]:
         lines += ["", f"Websocket not measured: {report['websocket']['reason'][:300]}"]
     lines += ["", "Where the time goes (medians, ms; the phases add up to the total):", ""]
-    headers = ["scenario", "observed at", *PHASES, "POST response", "events/run"]
+    headers = ["scenario", "observed at", *PHASES, "POST response", "run.started at client", "events/run"]
     lines += [_row(headers), _row(["---", "---", *["---:"] * (len(headers) - 2)])]
     for result in results:
         lines.append(
@@ -441,6 +456,7 @@ def markdown_report(report: dict[str, Any], results: list[ScenarioResult]) -> st
                     OBSERVER_LABELS[result.observer],
                     *[f"{result.phase_median(phase):.1f}" for phase in PHASES],
                     f"{result.phase_median('post'):.1f}",
+                    "n/a" if result.observer == "poll" else f"{result.phase_median('pickup'):.1f}",
                     str(result.events_per_run),
                 ]
             )
