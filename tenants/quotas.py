@@ -9,16 +9,16 @@ The limits are per-tenant settings (``tenants.limits.DEFAULT_LIMITS``, overridde
 - ``active_runs_per_user`` (3): the user's runs in ``ACTIVE_RUN_STATUSES`` at once; queued
   runs wait in their lane and do not count.
 
-Each check is one read of the database, so the limits hold across processes and hosts,
-and a rejected request leaves nothing behind. A check is not a reservation: requests that
-race past the same check together are all accepted.
+The checks read the database (two small aggregates while under every limit), so the
+limits hold across processes and hosts, and a rejected request leaves nothing behind. A
+check is not a reservation: requests that race past the same check together are all accepted.
 """
 
 import math
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import F, Sum, Window
+from django.db.models import Count, F, Q, Sum, Window
 from django.utils import timezone
 
 from sessions.models import Run, Step
@@ -44,9 +44,19 @@ class QuotaExceeded(Exception):
 
 
 def check_post_message_quotas(*, actor: Actor) -> None:
-    """Raise QuotaExceeded when posting a message now would go over any of the actor's limits."""
-    check_active_runs(actor=actor)
-    check_message_rate(actor=actor)
+    """Raise QuotaExceeded when posting a message now would go over any of the actor's limits.
+
+    The common case (under every limit) costs two small aggregate queries; the queries that
+    work out when a limit frees up run only when one is reached.
+    """
+    counts = Run.objects.filter(tenant=actor.tenant, created_by_id=actor.user_id).aggregate(
+        active=Count("pk", filter=Q(status__in=ACTIVE_RUN_STATUSES)),
+        recent=Count("pk", filter=Q(created_at__gt=timezone.now() - RATE_WINDOW)),
+    )
+    if counts["active"] >= _positive_limit(actor.tenant, "active_runs_per_user"):
+        check_active_runs(actor=actor)
+    if counts["recent"] >= _positive_limit(actor.tenant, "messages_per_minute_per_user"):
+        check_message_rate(actor=actor)
     check_model_token_rate(tenant=actor.tenant)
 
 
@@ -72,6 +82,9 @@ def check_model_token_rate(*, tenant: Tenant) -> None:
     limit = _positive_limit(tenant, "model_tokens_per_minute")
     now = timezone.now()
     recent_steps = Step.objects.filter(run__tenant=tenant, finished_at__gt=now - RATE_WINDOW)
+    tokens_in_window = recent_steps.aggregate(tokens=Sum(F("input_tokens") + F("output_tokens")))["tokens"]
+    if (tokens_in_window or 0) < limit:
+        return
     # For each step, the tokens of that step and of every step that finished with or after it.
     tokens_since = Window(Sum(F("input_tokens") + F("output_tokens")), order_by=F("finished_at").desc())
     # While the newest step whose running total reaches the limit is in the window, the
