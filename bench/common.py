@@ -467,7 +467,7 @@ class BenchStack:
                 "false",
             ],
             # The ASGI server shares a connection pool (config/settings.py: DATABASE_POOL).
-            {**environment, "DATABASE_POOL": "true"},
+            {"DATABASE_POOL": "true", **environment},
             self.directory / "server.log",
         ).start()
         self.workers = ManagedProcess(
