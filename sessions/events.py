@@ -5,6 +5,7 @@ announcement (or have no cross-process layer) read the store by sequence number.
 """
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -21,6 +22,8 @@ from django.utils import timezone
 from sessions.models import RunEvent, Session
 from sessions.publisher import publish
 from sessions.sequences import next_session_number
+
+logger = logging.getLogger(__name__)
 
 EVENT_TYPES = frozenset(
     {
@@ -108,14 +111,27 @@ def events_batched() -> Iterator[None]:
     if _batch.get() is not None:
         yield
         return
-    token = _batch.set([])
+    pending: list[PendingEvent] = []
+    token = _batch.set(pending)
     try:
         yield
-    finally:
-        pending = _batch.get() or []
+    except BaseException:
         _batch.reset(token)
-        if pending:
-            _store(pending)
+        _store_after_failure(pending)
+        raise
+    _batch.reset(token)
+    if pending:
+        _store(pending)
+
+
+def _store_after_failure(pending: list[PendingEvent]) -> None:
+    """The block raised: keep what it emitted if the database still can, never hide the error."""
+    if not pending:
+        return
+    try:
+        _store(pending)
+    except Exception:
+        logger.warning("could not store %d events of a failed block", len(pending), exc_info=True)
 
 
 def flush_batched_events() -> None:

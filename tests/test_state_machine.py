@@ -1,6 +1,7 @@
 """The run and step state machines (sessions.state) and how events are numbered and batched."""
 
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -302,3 +303,14 @@ def test_events_of_a_batch_that_raises_are_still_stored(cast: Cast) -> None:
         raise RuntimeError("boom")
 
     assert session_events(session) == [(1, "error", {"message": "boom"})]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_that_raises_keeps_its_own_error_when_its_events_cannot_be_stored() -> None:
+    missing_session = uuid.uuid4()
+
+    with pytest.raises(RuntimeError, match="the block's own error"), events_batched():
+        emit_event(session_id=missing_session, run_id=None, event_type="error", data={})
+        raise RuntimeError("the block's own error")
+
+    assert RunEvent.objects.filter(session_id=missing_session).count() == 0
