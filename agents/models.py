@@ -28,9 +28,9 @@ MAX_TOKENS_RANGE = (1, 200_000)
 
 
 class PlanningMode(models.TextChoices):
-    # Every message runs the normal loop (no routing call): the default, as before planning existed.
+    # Every message runs the normal loop (no routing call).
     DIRECT = "direct"
-    # Each message is classified simple / tool / complex; complex ones are planned.
+    # Each message is classified simple / tool / complex; complex ones are planned (the default).
     AUTO = "auto"
     # Every message is planned and carried out by executor sub-agents.
     PLAN = "plan"
@@ -59,7 +59,7 @@ class Agent(models.Model):
     # Summarize older turns when the context nears the model's window (agents.runtime.compaction).
     context_compaction_enabled = models.BooleanField(default=True)
     # How messages are routed between a direct answer, the tool loop and a plan (sessions.planning).
-    planning_mode = models.CharField(max_length=10, choices=PlanningMode.choices, default=PlanningMode.DIRECT)
+    planning_mode = models.CharField(max_length=10, choices=PlanningMode.choices, default=PlanningMode.AUTO)
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

@@ -236,7 +236,9 @@ class AgentTurnBench:
 
     def create_agent(self) -> None:
         response = self.client.post(
-            "/api/v1/agents/", json={"name": "Bench agent", "model_provider": "anthropic"}
+            # Direct: the loop itself is measured, without the classifying call of planning_mode auto.
+            "/api/v1/agents/",
+            json={"name": "Bench agent", "model_provider": "anthropic", "planning_mode": "direct"},
         )
         self.agent_id = self._json(response, 201)["id"]
 

@@ -3,7 +3,7 @@
 import itertools
 from typing import Any
 
-from agents.models import Agent, ModelProvider
+from agents.models import Agent, ModelProvider, PlanningMode
 from tenants.models import Role, Tenant
 from tenants.services import api_key_create, membership_set, user_get_or_create
 
@@ -30,4 +30,7 @@ def make_api_key(*, tenant: Tenant, user: Any, scope: str = "write") -> str:
 
 def make_agent(*, tenant: Tenant, name: str | None = None, **fields: Any) -> Agent:
     fields.setdefault("model_provider", ModelProvider.OFFLINE)
+    # Tests script the model's turns: a classifying call would take one, so tests that are not
+    # about planning use the normal loop (the product's default is auto).
+    fields.setdefault("planning_mode", PlanningMode.DIRECT)
     return Agent.objects.create(tenant=tenant, name=name or f"agent {next(_counter)}", **fields)

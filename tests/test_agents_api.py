@@ -30,6 +30,7 @@ def test_create_agent_returns_201_and_stores_it(cast: Cast, alice_api: APIClient
     agent = Agent.objects.get(pk=body["id"])
     assert agent.tenant == cast.tenant_a
     assert agent.max_steps == 10
+    assert (body["planning_mode"], agent.planning_mode) == ("auto", "auto")
 
 
 def test_offline_agent_is_labelled_as_a_demo_model(alice_api: APIClient) -> None:

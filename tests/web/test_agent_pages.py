@@ -30,6 +30,7 @@ def agent_fields(**overrides: Any) -> dict[str, Any]:
         "approval_required_tools": "web_fetch, calculator",
         "run_timeout_seconds": "",
         "context_compaction_enabled": "on",
+        "planning_mode": "plan",
         "is_active": "on",
         **overrides,
     }
@@ -56,6 +57,7 @@ def test_creating_an_agent_saves_its_model_profile_and_tools(world: World, clien
     )
     assert agent.approval_required_tools == ["web_fetch", "calculator"]
     assert (agent.created_by, agent.run_timeout_seconds, agent.is_active) == (world.dave, None, True)
+    assert agent.planning_mode == "plan"
     assert ToolPolicy.objects.get(agent=agent).profile == "coding"
     assert list(AgentTool.objects.filter(agent=agent).values_list("tool__name", flat=True)) == ["lookup"]
 
@@ -145,3 +147,12 @@ def test_members_cannot_delete_agents(world: World, client_for: ClientFor) -> No
 
     assert response.status_code == 403
     assert Agent.objects.filter(pk=world.agent_a.pk).exists()
+
+
+def test_a_new_agent_classifies_messages_unless_its_planning_is_changed(
+    world: World, client_for: ClientFor
+) -> None:
+    body = client_for(world.cast.alice).get("/agents/new/").content.decode()
+
+    assert '<option value="auto" selected>Auto</option>' in body
+    assert '<option value="direct">Direct</option>' in body

@@ -293,6 +293,7 @@ def test_forms_need_the_csrf_token(world: World) -> None:
         "max_steps": "5",
         "max_tokens": "1000",
         "tool_profile": "minimal",
+        "planning_mode": "direct",
         "is_active": "on",
     }
 

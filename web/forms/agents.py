@@ -9,6 +9,7 @@ from agents.models import (
     TEMPERATURE_RANGES,
     Agent,
     ModelProvider,
+    PlanningMode,
 )
 from tools.models import Tool, ToolPolicy, ToolProfile
 from web.forms.common import RangeInput, join_names, split_names
@@ -70,6 +71,13 @@ class AgentForm(forms.Form):
     context_compaction_enabled = forms.BooleanField(
         label="Summarize older turns when the context fills up", required=False
     )
+    planning_mode = forms.ChoiceField(
+        label="Planning",
+        choices=PlanningMode.choices,
+        help_text="Auto: each message is classified; complex ones become a plan carried out by "
+        "read-only executors. Direct: every message runs the normal loop (no classifying call). "
+        "Plan: every message is planned.",
+    )
     is_active = forms.BooleanField(label="Active (can start new sessions)", required=False)
 
     def __init__(self, *args: Any, assignable_tools: Any, **kwargs: Any) -> None:
@@ -94,6 +102,7 @@ class AgentForm(forms.Form):
                 "max_tokens": 4096,
                 "tool_profile": ToolProfile.MINIMAL,
                 "context_compaction_enabled": True,
+                "planning_mode": PlanningMode.AUTO,
                 "is_active": True,
             }
         return {
@@ -111,6 +120,7 @@ class AgentForm(forms.Form):
             "approval_required_tools": join_names(agent.approval_required_tools),
             "run_timeout_seconds": agent.run_timeout_seconds,
             "context_compaction_enabled": agent.context_compaction_enabled,
+            "planning_mode": agent.planning_mode,
             "is_active": agent.is_active,
         }
 
@@ -129,5 +139,6 @@ class AgentForm(forms.Form):
             "approval_required_tools": split_names(data["approval_required_tools"]),
             "run_timeout_seconds": data["run_timeout_seconds"],
             "context_compaction_enabled": data["context_compaction_enabled"],
+            "planning_mode": data["planning_mode"],
             "is_active": data["is_active"],
         }
