@@ -95,6 +95,9 @@ def test_the_json_object_is_found_inside_prose_and_code_fences() -> None:
             "the message asks to plan or research several things",
         ),
         ("search for the weather", "tool", "the message asks for something a tool does"),
+        ("What is 12*7?", "tool", "the message asks for something a tool does"),
+        ("what time is it?", "tool", "the message asks for something a tool does"),
+        ("delegate: summarize the notes", "tool", "the message asks for something a tool does"),
         ("hello", "simple", "a short question the model answers directly"),
     ],
 )

@@ -146,6 +146,20 @@ def test_offline_agent_answers_with_a_tool_round_trip(cast: Cast, bob_api: APICl
     assert final is not None and "84" in final.text
 
 
+def test_an_offline_agent_of_the_default_planning_mode_routes_arithmetic_to_its_tools(
+    cast: Cast, bob_api: APIClient
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline", planning_mode="auto")
+    session_id = start_session(bob_api, agent.pk)
+    run_id = post_message(bob_api, session_id, "What is 12*7?")["run"]["id"]  # type: ignore[index]
+
+    run = run_to_end(bob_api, run_id)
+
+    assert (run["status"], run["route"]) == ("completed", "tool")
+    assert [step["kind"] for step in run["steps"]] == ["model_call", "tool_call", "model_call"]  # type: ignore[attr-defined]
+    assert run["steps"][1]["output"]["content"] == "84"  # type: ignore[index]
+
+
 def test_max_steps_ends_a_looping_model(cast: Cast, bob_api: APIClient, fake_model: FakeModelServer) -> None:
     agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic", max_steps=2)
     fake_model.set_default(Turn(tool_calls=[("current_time", {})]))

@@ -115,6 +115,11 @@ def plan_reply(request: ModelRequest) -> OfflineReply:
     return OfflineReply(text=_echo(text))
 
 
+def asks_for_a_tool(text: str) -> bool:
+    """Whether the offline model would answer ``text`` with a tool call (when offered the tool)."""
+    return bool(find_arithmetic(text) or _ASKS_FOR_TIME.search(text.lower()) or _DELEGATES.match(text))
+
+
 def find_arithmetic(text: str) -> str | None:
     """The arithmetic expression a message asks for ("what is 12*7", "2^10?"), if any."""
     normalized = text.lower().replace("\u00d7", "*").replace("\u00f7", "/").replace("^", "**")

@@ -3,6 +3,8 @@
 import re
 from typing import Literal
 
+from agents.runtime.offline import asks_for_a_tool
+
 Route = Literal["simple", "tool", "complex"]
 ROUTES: tuple[Route, ...] = ("simple", "tool", "complex")
 
@@ -27,7 +29,7 @@ def offline_route(text: str) -> tuple[Route, str]:
         return "complex", f"the message lists {items} tasks"
     if PLAN_WORDS.search(text):
         return "complex", "the message asks to plan or research several things"
-    if TOOL_WORDS.search(text):
+    if TOOL_WORDS.search(text) or asks_for_a_tool(text):
         return "tool", "the message asks for something a tool does"
     return "simple", "a short question the model answers directly"
 

@@ -1,3 +1,4 @@
+import os
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -36,7 +37,9 @@ class Command(BaseCommand):
                 "created_by": owner,
             },
         )
+        # `make run` serves on HOST:PORT (manage.py serve), 127.0.0.1:8000 unless set.
+        address = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
         self.stdout.write(
-            f"Demo ready: sign in at http://127.0.0.1:8000/ as {DEMO_OWNER_EMAIL} "
+            f"Demo ready: sign in at http://{address}/ as {DEMO_OWNER_EMAIL} "
             f"with password {DEMO_OWNER_PASSWORD!r} (tenant '{DEMO_TENANT_SLUG}')."
         )
