@@ -66,10 +66,15 @@ class Command(BaseCommand):
             self._stop_all(processes)
 
     def _stop_all(self, processes: list[subprocess.Popen[bytes]]) -> None:
-        """Each child leads its own process group (the worker has a qcluster and its
-        workers below it): signal whole groups so nothing is left running."""
+        """Ask each child to stop, then kill whole process groups so nothing is left running.
+
+        Only the child itself gets SIGTERM: the worker stops its qcluster, which stops its own
+        processes in a few seconds. Signalling the whole group at once killed the cluster's
+        processes under it, and the cluster then waited on them until the grace period ran out.
+        """
         for process in processes:
-            self._signal_group(process, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         for process in processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
