@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from memory.models import Memory
 from sessions.execution import run_execute
-from sessions.models import Plan, PlanStep, Run, RunEvent, Session
+from sessions.models import Message, Plan, PlanStep, Run, RunEvent, Session
 from sessions.state import TERMINAL_RUN_STATUSES
 from sessions.sweeper import sweep_runs
 from sessions.tasks import execute_run
@@ -384,6 +384,10 @@ def test_offline_agent_in_auto_mode_plans_a_numbered_list(cast: Cast, bob_api: A
     assert (run.status, run.route, run.route_reason) == ("completed", "complex", "the message lists 2 tasks")
     steps = list(PlanStep.objects.filter(plan__run_id=run_id).values_list("key", "title", "status"))
     assert steps == [("s1", "what is 2+3?", "completed"), ("s2", "what is 4*5?", "completed")]
+    answer = Message.objects.filter(run_id=run_id, role="assistant").latest("position")
+    assert answer.text == (
+        "Here is what the plan's steps found:\n- what is 2+3? [s1]: 2+3 = 5.\n- what is 4*5? [s2]: 4*5 = 20."
+    )
 
 
 def test_a_parent_whose_resume_was_lost_is_resumed_by_the_sweeper(

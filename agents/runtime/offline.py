@@ -43,6 +43,12 @@ _ASKS_FOR_TIME = re.compile(
     r"what date|what day|date today)\b"
 )
 _ASKS_IDENTITY = re.compile(r"\b(?:who are you|what are you|your name|which model|what model)\b")
+# How sessions.planning hands a planner its steps' results for the final answer.
+PLAN_RESULTS_MARKER = "Results of the plan's steps:"
+_PLAN_STEP = re.compile(
+    r"^## (?P<key>[\w-]+): (?P<title>[^\n]*)\n(?P<result>.*?)(?=^## |\Z|\n\nThe plan's steps are done)",
+    re.MULTILINE | re.DOTALL,
+)
 _DELEGATES = re.compile(r"^\s*delegate\s*:\s*(?P<task>\S.*)", re.IGNORECASE | re.DOTALL)
 
 
@@ -112,7 +118,25 @@ def plan_reply(request: ModelRequest) -> OfflineReply:
         )
     if _ASKS_IDENTITY.search(text.lower()):
         return OfflineReply(text=_identity())
+    if (synthesis := _plan_results(text)) is not None:
+        return OfflineReply(text=synthesis)
     return OfflineReply(text=_echo(text))
+
+
+def _plan_results(text: str) -> str | None:
+    """A planner's synthesis request (sessions.planning): list each step's result under its id."""
+    _, marker, rest = text.partition(PLAN_RESULTS_MARKER)
+    if not marker:
+        return None
+    steps = [
+        (match.group("key"), match.group("title"), " ".join(match.group("result").split()))
+        for match in _PLAN_STEP.finditer(rest)
+    ]
+    if not steps:
+        return None
+    lines = ["Here is what the plan's steps found:"]
+    lines += [f"- {title} [{key}]: {result}" for key, title, result in steps]
+    return "\n".join(lines)
 
 
 def asks_for_a_tool(text: str) -> bool:

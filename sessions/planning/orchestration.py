@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agents.runtime.offline import PLAN_RESULTS_MARKER
 from agents.runtime.types import ChatMessage, ModelClient
 from sessions.models import (
     Message,
@@ -394,7 +395,7 @@ def _replan_prompt(run: Run, steps: list[PlanStep], failures: list[PlanStep]) ->
 def _synthesis(plan: Plan, steps: list[PlanStep], *, recorder: DjangoRunRecorder) -> PlanningOutcome:
     if plan.status != PlanStatus.COMPLETED:
         plan_finish(plan, status=PlanStatus.COMPLETED, recorder=recorder)
-    parts = ["Results of the plan's steps:"]
+    parts = [PLAN_RESULTS_MARKER]
     for step in sorted(steps, key=lambda step: step.index):
         if step.status == StepStatus.COMPLETED:
             parts.append(f"## {step.key}: {step.title}\n{step.result}")
