@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from sessions.models import RunEvent, Session
@@ -130,7 +130,7 @@ def _store_after_failure(pending: list[PendingEvent]) -> None:
         return
     try:
         _store(pending)
-    except Exception:
+    except (DatabaseError, Session.DoesNotExist):
         logger.warning("could not store %d events of a failed block", len(pending), exc_info=True)
 
 
