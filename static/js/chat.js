@@ -668,6 +668,9 @@
       heading.textContent = content.trim().slice(0, 80);
       heading.removeAttribute("data-untitled");
       document.title = heading.textContent + " · Agentry";
+      // The conversation list names it the same way (the server titles it from this message).
+      const listed = document.querySelector('[data-session-id="' + config.sessionId + '"] .session-title');
+      if (listed) listed.textContent = heading.textContent;
     }
   }
 

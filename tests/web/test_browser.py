@@ -220,6 +220,7 @@ def test_chat_streams_the_answer_and_completes_a_tool_card(
 
     send(page, "What is 12*7?")
 
+    expect(page.locator(".session-link[aria-current='page'] .session-title")).to_have_text("What is 12*7?")
     answer = last_answer(page)
     card = answer.locator(".tool-card")
     expect(card).to_have_attribute("data-state", "done")
