@@ -18,7 +18,7 @@ from django.utils import timezone
 from sessions.events import emit_event, events_batched
 from sessions.models import Message, Run, RunStatus, Session
 from sessions.sequences import next_session_number
-from sessions.state import ACTIVE_RUN_STATUSES, run_transition
+from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
 
 WORKER_IDENTITY = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -59,6 +59,15 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     Returns None when the run is not queued, another run of the session is active, or
     an older run waits: the lane dispatches those in turn.
     """
+    if connection.vendor == "postgresql":
+        if not _claim_in_sql(run_id=run_id, owner=owner):
+            return None
+        # Loaded after the commit: run.started is out before the run's setup reads begin.
+        return Run.objects.select_related("tenant", "session", "user_message").get(pk=run_id)
+    return _claim_with_orm(run_id=run_id, owner=owner)
+
+
+def _claim_with_orm(*, run_id: UUID, owner: str) -> Run | None:
     with transaction.atomic(), events_batched():
         # The tenant, session and message come along: the run's setup reads them next.
         run = Run.objects.select_related("tenant", "session", "user_message").filter(pk=run_id).first()
@@ -85,6 +94,89 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
         if not plans_first(run):
             run_transition(run, RunStatus.EXECUTING)
     return run
+
+
+# PostgreSQL: the claim in five plain statements. Starting runs is the pickup every message
+# waits for (POST → run.started); the ORM's query building was most of its time.
+_RUNS, _SESSIONS = Run._meta.db_table, Session._meta.db_table  # table names; values go as parameters
+_LOCK_SESSION_OF_RUN = (
+    f"SELECT s.id FROM {_SESSIONS} s JOIN {_RUNS} r ON r.session_id = s.id"  # noqa: S608
+    " WHERE r.id = %s FOR UPDATE OF s"
+)
+# After the lock (a new snapshot): the run, and the head of its lane — an active run sorts first.
+_READ_RUN_AND_LANE_HEAD = (
+    "SELECT r.status, r.version, r.session_id, r.parent_run_id, r.attempt, r.user_message_id,"  # noqa: S608
+    " r.agent_id, r.title, r.parent_tool_call_id, r.agent_config->>'planning_mode',"
+    f" (SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"
+    "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
+    "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1)"
+    f" FROM {_RUNS} r WHERE r.id = %s"
+)
+_START_RUN = (
+    f"UPDATE {_RUNS} SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
+    " lease_expires_at = %s, started_at = COALESCE(started_at, %s), attempt = GREATEST(attempt, 1)"
+    " WHERE id = %s AND status = 'queued' AND version = %s RETURNING attempt"
+)
+
+
+def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
+    run_id = UUID(str(run_id))
+    lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
+    with transaction.atomic(), events_batched(), connection.cursor() as cursor:
+        # Locking the session row keeps two workers from starting two runs of one lane.
+        cursor.execute(_LOCK_SESSION_OF_RUN, [run_id])
+        if cursor.fetchone() is None:
+            return False
+        cursor.execute(_READ_RUN_AND_LANE_HEAD, [[str(status) for status in lane_statuses], run_id])
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        (status, version, session_id, parent_run_id, _, user_message_id, agent_id, title, tool_call_id) = row[
+            :9
+        ]
+        planning_mode, lane_head = row[9], row[10]
+        if status != RunStatus.QUEUED or (parent_run_id is None and lane_head != run_id):
+            return False
+        # What plans_first and _started_data read, without loading the whole run.
+        run = Run(
+            id=run_id,
+            session_id=session_id,
+            parent_run_id=parent_run_id,
+            user_message_id=user_message_id,
+            agent_id=agent_id,
+            title=title,
+            parent_tool_call_id=tool_call_id,
+            agent_config={"planning_mode": planning_mode or "direct"},
+        )
+        path: list[str] = [RunStatus.PLANNING]
+        if not plans_first(run):
+            path.append(RunStatus.EXECUTING)
+        now = timezone.now()
+        cursor.execute(_START_RUN, [path[-1], len(path), owner, lease_expiry(), now, run_id, version])
+        started = cursor.fetchone()
+        if started is None:
+            return False
+        run.attempt = started[0]
+        if user_message_id is not None:
+            _place_user_message_in_one_statement(run)
+        _emit_start_events(run, path)
+    return True
+
+
+def _emit_start_events(run: Run, path: list[str]) -> None:
+    """The same events as run_transition and the ORM claim: each move audited, then run.started."""
+    moves = list(zip([RunStatus.QUEUED, *path], path, strict=False))
+    for index, (from_status, to_status) in enumerate(moves):
+        emit_event(
+            session_id=run.session_id,
+            run_id=run.pk,
+            event_type="run.status",
+            data=transition_audit(from_status, to_status, actor="system"),
+        )
+        if index == 0:
+            emit_event(
+                session_id=run.session_id, run_id=run.pk, event_type="run.started", data=_started_data(run)
+            )
 
 
 def plans_first(run: Run) -> bool:

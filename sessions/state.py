@@ -101,12 +101,20 @@ def _record_transition(
     run.version += 1
     for name, value in fields.items():
         setattr(run, name, value)
-    audit = {"from": from_status, "to": to_status, "actor": actor}
-    if fields.get("stop_reason"):
-        audit["stop_reason"] = fields["stop_reason"]
+    audit = transition_audit(from_status, to_status, actor=actor, stop_reason=fields.get("stop_reason", ""))
     emit_event(session_id=run.session_id, run_id=run.pk, event_type="run.status", data=audit)
     if to_status in TERMINAL_RUN_STATUSES:
         _close_open_steps(run)
+
+
+def transition_audit(
+    from_status: str, to_status: str, *, actor: str, stop_reason: str = ""
+) -> dict[str, str]:
+    """The data of a run.status event."""
+    audit = {"from": from_status, "to": to_status, "actor": actor}
+    if stop_reason:
+        audit["stop_reason"] = stop_reason
+    return audit
 
 
 def _close_open_steps(run: Run) -> None:
