@@ -63,7 +63,7 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
         if not _claim_in_sql(run_id=run_id, owner=owner):
             return None
         # Loaded after the commit: run.started is out before the run's setup reads begin.
-        return Run.objects.select_related("tenant", "session", "user_message").get(pk=run_id)
+        return Run.objects.select_related("tenant", "session", "user_message").filter(pk=run_id).first()
     return _claim_with_orm(run_id=run_id, owner=owner)
 
 
