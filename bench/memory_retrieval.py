@@ -190,10 +190,12 @@ def measure(agent: Any, queries: list[str], *, warmup: int) -> tuple[list[float]
     return timings, returned / len(queries)
 
 
-def run(database: BenchDatabase, sizes: list[int], query_count: int, seed: int) -> list[dict[str, Any]]:
+def run(postgres_url: str, sizes: list[int], query_count: int, seed: int) -> list[dict[str, Any]]:
+    """Measure on a throwaway PostgreSQL database (``postgres_url``), else on SQLite in a temp directory."""
     directory = Path(tempfile.mkdtemp(prefix="agentry-bench-memory-"))
-    if isinstance(database, SqliteBenchDatabase):
-        database = SqliteBenchDatabase(directory)
+    database: BenchDatabase = (
+        PostgresBenchDatabase(postgres_url) if postgres_url else SqliteBenchDatabase(directory)
+    )
     try:
         database.create()
         configure_django(database.url, directory / "data")
@@ -237,16 +239,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     arguments = parser.parse_args(argv)
-    placeholder = Path(tempfile.gettempdir())
-    database: BenchDatabase = (
-        PostgresBenchDatabase(arguments.database_url)
-        if arguments.database_url and not arguments.database_url.startswith("sqlite:")
-        else SqliteBenchDatabase(placeholder)
-    )
+    is_postgres = bool(arguments.database_url) and not arguments.database_url.startswith("sqlite:")
     load_before = load_average()
     with stop_on_signals():
-        rows = run(database, arguments.sizes, arguments.queries, arguments.seed)
-    label = "PostgreSQL (tsvector + GIN)" if isinstance(database, PostgresBenchDatabase) else "SQLite (FTS5)"
+        rows = run(
+            arguments.database_url if is_postgres else "", arguments.sizes, arguments.queries, arguments.seed
+        )
+    label = "PostgreSQL (tsvector + GIN)" if is_postgres else "SQLite (FTS5)"
     print(f"memory retrieval, {label}, commit {git_commit()}, {arguments.queries} queries, limit 5")
     print(f"load average {load_before:.2f} before, {load_average():.2f} after ({os.cpu_count()} CPUs)")
     print(f"{'memories':>10} {'median ms':>10} {'p95 ms':>8} {'max ms':>8} {'results':>8}")
