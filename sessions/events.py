@@ -6,7 +6,7 @@ announcement (or have no cross-process layer) read the store by sequence number.
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -165,17 +165,7 @@ def _publish_all(session_id: UUID, events: list[RunEvent]) -> None:
 
 def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent]) -> list[RunEvent]:
     last = next_session_number(session_id=session_id, counter="last_event_seq", count=len(events))
-    rows = [
-        RunEvent(
-            session_id=session_id,
-            run_id=event.run_id,
-            seq=last - len(events) + number,
-            type=event.type,
-            data=event.data,
-            created_at=event.created_at,
-        )
-        for number, event in enumerate(events, start=1)
-    ]
+    rows = _run_events(session_id, events, sequence_numbers=range(last - len(events) + 1, last + 1))
     RunEvent.objects.bulk_create(rows)
     return rows
 
@@ -210,6 +200,12 @@ def _insert_numbered_events(session_id: UUID, events: list[PendingEvent]) -> lis
         sequence_numbers = sorted(row[0] for row in cursor.fetchall())
     if not sequence_numbers:
         raise Session.DoesNotExist(f"session {session_id} does not exist")
+    return _run_events(session_id, events, sequence_numbers=sequence_numbers)
+
+
+def _run_events(
+    session_id: UUID, events: list[PendingEvent], *, sequence_numbers: Sequence[int]
+) -> list[RunEvent]:
     return [
         RunEvent(
             session_id=session_id,

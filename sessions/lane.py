@@ -103,9 +103,10 @@ _LOCK_SESSION_OF_RUN = (
     f"SELECT s.id FROM {_SESSIONS} s JOIN {_RUNS} r ON r.session_id = s.id"  # noqa: S608
     " WHERE r.id = %s FOR UPDATE OF s"
 )
-# After the lock (a new snapshot): the run, and the head of its lane — an active run sorts first.
+# After the lock (a new snapshot): the run, and the head of its lane in next_runnable_run_id's
+# order — an active run sorts first, else the oldest queued one.
 _READ_RUN_AND_LANE_HEAD = (
-    "SELECT r.status, r.version, r.session_id, r.parent_run_id, r.attempt, r.user_message_id,"  # noqa: S608
+    "SELECT r.status, r.version, r.session_id, r.parent_run_id, r.user_message_id,"  # noqa: S608
     " r.agent_id, r.title, r.parent_tool_call_id, r.agent_config->>'planning_mode',"
     f" (SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"
     "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
@@ -131,10 +132,8 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
         row = cursor.fetchone()
         if row is None:
             return False
-        (status, version, session_id, parent_run_id, _, user_message_id, agent_id, title, tool_call_id) = row[
-            :9
-        ]
-        planning_mode, lane_head = row[9], row[10]
+        status, version, session_id, parent_run_id, user_message_id, agent_id = row[:6]
+        title, tool_call_id, planning_mode, lane_head = row[6:]
         if status != RunStatus.QUEUED or (parent_run_id is None and lane_head != run_id):
             return False
         # What plans_first and _started_data read, without loading the whole run.
@@ -165,8 +164,7 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
 
 def _emit_start_events(run: Run, path: list[str]) -> None:
     """The same events as run_transition and the ORM claim: each move audited, then run.started."""
-    moves = list(zip([RunStatus.QUEUED, *path], path, strict=False))
-    for index, (from_status, to_status) in enumerate(moves):
+    for index, (from_status, to_status) in enumerate(zip([RunStatus.QUEUED, *path], path, strict=False)):
         emit_event(
             session_id=run.session_id,
             run_id=run.pk,
@@ -201,11 +199,11 @@ def _started_data(run: Run) -> dict[str, object]:
 
 
 def _place_user_message(run: Run) -> None:
-    """A queued message joins the transcript when its run starts, after earlier answers."""
+    """A queued message joins the transcript when its run starts, after earlier answers.
+
+    (The PostgreSQL claim does this in one statement: ``_place_user_message_in_one_statement``.)
+    """
     if run.user_message_id is None:
-        return
-    if connection.vendor == "postgresql":
-        _place_user_message_in_one_statement(run)
         return
     message = Message.objects.filter(pk=run.user_message_id, position__isnull=True).first()
     if message is not None:
