@@ -158,9 +158,7 @@ def _store(events: list[PendingEvent]) -> None:
 
 
 def _publish_all(session_id: UUID, events: list[RunEvent]) -> None:
-    group = session_group_name(session_id)
-    for event in events:
-        publish(group, event_envelope(event))
+    publish(session_group_name(session_id), [event_envelope(event) for event in events])
 
 
 def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent]) -> list[RunEvent]:

@@ -2,7 +2,10 @@
 
 A worker emits many events per second; ``async_to_sync`` would start an event loop
 (and, with channels-redis, a connection) per call. One background loop per process
-sends them in order instead, without making the emitter wait.
+sends them in order instead, without making the emitter wait. The events stored by one
+statement travel as one message: a burst such as a claim's ``run.status``, ``run.started``
+and ``run.status`` costs one Redis round trip, and its last event is not held up behind
+the others'.
 """
 
 import asyncio
@@ -19,12 +22,12 @@ class _Publisher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
+        self._queue: asyncio.Queue[tuple[str, list[dict[str, Any]]] | None] | None = None
         self._thread: threading.Thread | None = None
 
     def _ensure_started(
         self,
-    ) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, dict[str, Any]] | None]]:
+    ) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, list[dict[str, Any]]] | None]]:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 ready = threading.Event()
@@ -44,23 +47,24 @@ class _Publisher:
         ready.set()
         loop.run_until_complete(self._drain(self._queue))
 
-    async def _drain(self, queue: asyncio.Queue[tuple[str, dict[str, Any]] | None]) -> None:
+    async def _drain(self, queue: asyncio.Queue[tuple[str, list[dict[str, Any]]] | None]) -> None:
         layer = get_channel_layer()
         while True:
             item = await queue.get()
             if item is None:
                 return
-            group, envelope = item
+            group, envelopes = item
             if layer is None:
                 continue
             try:
-                await layer.group_send(group, {"type": "session.event", "event": envelope})
+                await layer.group_send(group, {"type": "session.events", "events": envelopes})
             except Exception:
-                logger.warning("could not announce event %s on %s", envelope.get("seq"), group, exc_info=True)
+                seqs = [envelope.get("seq") for envelope in envelopes]
+                logger.warning("could not announce events %s on %s", seqs, group, exc_info=True)
 
-    def publish(self, group: str, envelope: dict[str, Any]) -> None:
+    def publish(self, group: str, envelopes: list[dict[str, Any]]) -> None:
         loop, queue = self._ensure_started()
-        loop.call_soon_threadsafe(queue.put_nowait, (group, envelope))
+        loop.call_soon_threadsafe(queue.put_nowait, (group, envelopes))
 
 
 _publisher = _Publisher()
@@ -72,6 +76,7 @@ def has_cross_process_layer() -> bool:
     return not isinstance(get_channel_layer(), InMemoryChannelLayer | type(None))
 
 
-def publish(group: str, envelope: dict[str, Any]) -> None:
-    if has_cross_process_layer():
-        _publisher.publish(group, envelope)
+def publish(group: str, envelopes: list[dict[str, Any]]) -> None:
+    """Announce events (in seq order) to the group's listeners, as one channel-layer message."""
+    if envelopes and has_cross_process_layer():
+        _publisher.publish(group, envelopes)

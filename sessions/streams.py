@@ -234,10 +234,10 @@ class StreamHub:
         while True:
             try:
                 message = await self._layer.receive(channel)
-                envelope = message["event"]
-                feed = self._feeds.get(UUID(envelope["session_id"]))
-                if feed is not None:
-                    feed.dispatch(envelope)
+                for envelope in message["events"]:
+                    feed = self._feeds.get(UUID(envelope["session_id"]))
+                    if feed is not None:
+                        feed.dispatch(envelope)
             except asyncio.CancelledError:
                 raise
             except Exception:  # the poller keeps streams alive meanwhile

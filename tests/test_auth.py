@@ -5,6 +5,7 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from tenants.authentication import authenticate_api_key
 from tenants.models import ApiKey
 from tenants.services import api_key_create, api_key_revoke
 from tests.conftest import Cast
@@ -96,3 +97,35 @@ def test_session_writes_need_csrf(cast: Cast) -> None:
     response = client.post("/api/v1/agents/", {"name": "x"}, format="json")
 
     assert response.status_code == 403
+
+
+def _field_values(instance: object) -> dict[str, object]:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def test_key_lookup_loads_what_the_orm_loads(cast: Cast) -> None:
+    """``authenticate_api_key`` writes its statement by hand: it must give the ORM's objects."""
+    created = api_key_create(tenant=cast.tenant_a, created_by=cast.alice, name="exact")
+    cast.tenant_a.settings = {"messages_per_minute_per_user": 7}
+    cast.tenant_a.save(update_fields=["settings"])
+
+    api_key = authenticate_api_key(created.plaintext)
+
+    assert api_key is not None
+    expected = ApiKey.objects.select_related("tenant", "created_by").get(pk=created.api_key.pk)
+    assert _field_values(api_key) == _field_values(expected)
+    assert _field_values(api_key.tenant) == _field_values(expected.tenant)
+    assert api_key.tenant.settings == {"messages_per_minute_per_user": 7}
+    assert _field_values(api_key.created_by) == _field_values(expected.created_by)
+    assert api_key.creator_role == cast.alice.memberships.get(tenant=cast.tenant_a).role
+    assert api_key._state.adding is False and api_key.tenant._state.db == "default"
+
+
+def test_key_lookup_of_a_removed_member_has_no_role(cast: Cast) -> None:
+    created = api_key_create(tenant=cast.tenant_a, created_by=cast.bob, name="bob's")
+    cast.bob.memberships.all().delete()
+
+    api_key = authenticate_api_key(created.plaintext)
+
+    assert api_key is not None and api_key.creator_role is None
+    assert authenticate_api_key(created.plaintext.replace(created.api_key.prefix, "0" * 12)) is None
