@@ -64,7 +64,7 @@ def _api_key_with_prefix(prefix: str) -> ApiKey | None:
     api_key = instance_from_row(ApiKey, row[:key_end])
     api_key.tenant = instance_from_row(Tenant, row[key_end:tenant_end])
     api_key.created_by = instance_from_row(get_user_model(), row[tenant_end:-1])
-    api_key.creator_role = row[-1]  # type: ignore[attr-defined]  # read by actor_for_api_key
+    api_key.creator_role = row[-1]
     return api_key
 
 

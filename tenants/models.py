@@ -84,6 +84,10 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
+    # Not a column: the creator's role, set when authentication reads the key with it
+    # (tenants.authentication); tenants.actors.actor_for_api_key uses it when present.
+    creator_role: str | None
+
     class Meta:
         ordering = ["-created_at"]
 

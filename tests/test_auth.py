@@ -2,6 +2,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import Model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -99,7 +100,7 @@ def test_session_writes_need_csrf(cast: Cast) -> None:
     assert response.status_code == 403
 
 
-def _field_values(instance: object) -> dict[str, object]:
+def _field_values(instance: Model) -> dict[str, object]:
     return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
 
 
