@@ -8,6 +8,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents.model_clients import ProviderNotConfigured, model_client_for
@@ -254,6 +255,30 @@ def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
     run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
+# Set when a run is created and never changed: a run being finished need not read them again
+# (the agent snapshot is most of a run row).
+_FIXED_RUN_FIELDS = frozenset(
+    {"id", "tenant", "session", "created_by", "parent_run", "parent_tool_call_id", "retry_of", "title"}
+    | {"agent_config", "created_at"}
+)
+
+
+def _reread_changing_fields(run: Run) -> bool:
+    """Refresh what may have changed since ``run`` was read; returns whether it has children."""
+    names = [field.attname for field in Run._meta.concrete_fields if field.name not in _FIXED_RUN_FIELDS]
+    row = (
+        Run.objects.filter(pk=run.pk)
+        .annotate(has_children=Exists(Run.objects.filter(parent_run=OuterRef("pk"))))
+        .values_list(*names, "has_children")
+        .first()
+    )
+    if row is None:
+        raise Run.DoesNotExist(f"run {run.pk} was deleted")
+    for name, value in zip(names, row, strict=False):
+        setattr(run, name, value)
+    return bool(row[-1])
+
+
 def _tree_usage_record(run: Run) -> dict[str, Any]:
     """The run's usage with its children's, stored on the run, and per child for the event."""
     children = {
@@ -275,7 +300,7 @@ USAGE_FIELDS = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_wri
 def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", actor: str = "system") -> Run:
     """Move the run to a terminal state and announce it; a run already finished is left alone."""
     for _ in range(3):
-        run.refresh_from_db()
+        has_children = _reread_changing_fields(run)
         if run.status in TERMINAL_RUN_STATUSES:
             return run
         target = status
@@ -285,7 +310,7 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
             with transaction.atomic(), events_batched():
                 run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)
                 data: dict[str, Any] = {"status": target, "stop_reason": stop_reason, "usage": run.usage}
-                if run.parent_run_id is None and run.children.exists():
+                if run.parent_run_id is None and has_children:
                     data.update(_tree_usage_record(run))
                 if error:
                     data["error"] = error

@@ -8,6 +8,7 @@ import os
 import socket
 import uuid
 from datetime import datetime, timedelta
+from functools import cache
 from uuid import UUID
 
 from django.conf import settings
@@ -15,10 +16,12 @@ from django.db import connection, transaction
 from django.db.models import Case, When
 from django.utils import timezone
 
+from core.rows import column_count, column_list, instance_from_row
 from sessions.events import emit_event, events_batched
 from sessions.models import Message, Run, RunStatus, Session
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
+from tenants.models import Tenant
 
 WORKER_IDENTITY = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -63,7 +66,7 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
         if not _claim_in_sql(run_id=run_id, owner=owner):
             return None
         # Loaded after the commit: run.started is out before the run's setup reads begin.
-        return Run.objects.select_related("tenant", "session", "user_message").filter(pk=run_id).first()
+        return _load_claimed_run(run_id)
     return _claim_with_orm(run_id=run_id, owner=owner)
 
 
@@ -232,3 +235,32 @@ def queued_child_run_ids(session_id: UUID) -> list[UUID]:
         .order_by("created_at", "id")
         .values_list("id", flat=True)
     )
+
+
+@cache
+def _claimed_run_query() -> str:
+    return (
+        f"SELECT {column_list(Run, 'r')}, {column_list(Tenant, 't')}, {column_list(Session, 's')},"  # noqa: S608
+        f" {column_list(Message, 'm')}"
+        f" FROM {_RUNS} r JOIN {Tenant._meta.db_table} t ON t.id = r.tenant_id"
+        f" JOIN {_SESSIONS} s ON s.id = r.session_id"
+        f" LEFT JOIN {Message._meta.db_table} m ON m.id = r.user_message_id"
+        " WHERE r.id = %s"
+    )
+
+
+def _load_claimed_run(run_id: UUID) -> Run | None:
+    """The run with its tenant, session and user message, as the ORM's select_related loads them."""
+    with connection.cursor() as cursor:
+        cursor.execute(_claimed_run_query(), [run_id])
+        row = cursor.fetchone()
+    if row is None:  # deleted right after its claim
+        return None
+    run_end = column_count(Run)
+    tenant_end = run_end + column_count(Tenant)
+    session_end = tenant_end + column_count(Session)
+    run = instance_from_row(Run, row[:run_end])
+    run.tenant = instance_from_row(Tenant, row[run_end:tenant_end])
+    run.session = instance_from_row(Session, row[tenant_end:session_end])
+    run.user_message = None if run.user_message_id is None else instance_from_row(Message, row[session_end:])
+    return run

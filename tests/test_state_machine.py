@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 
 from agents.models import PlanningMode
@@ -229,6 +230,38 @@ def test_claiming_a_direct_run_starts_it_executing_in_one_transaction(cast: Cast
         None,
         S.EXECUTING,
     ]
+
+
+def _field_values(instance: Model) -> dict[str, object]:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+@pytest.mark.django_db
+def test_a_claimed_run_comes_with_the_objects_the_orm_would_load(cast: Cast) -> None:
+    """On PostgreSQL the claimed run is read by hand-written SQL: it must equal the ORM's."""
+    session = make_session(cast)
+    message = Message.objects.create(
+        tenant=cast.tenant_a, session=session, role="user", content=[{"type": "text", "text": "hi"}]
+    )
+    run = make_run(session, user_message=message, agent_config={"model_provider": "offline"})
+
+    claimed = run_claim(run_id=run.pk, owner="worker-1")
+
+    assert claimed is not None
+    expected = Run.objects.select_related("tenant", "session", "user_message").get(pk=run.pk)
+    assert _field_values(claimed) == _field_values(expected)
+    assert claimed.agent_config == expected.agent_config and claimed.agent_config["model_provider"]
+    # SQLite's ORM claim reads the session and the message before it numbers them; the
+    # PostgreSQL claim reads everything after its commit.
+    stale = (
+        {"last_message_position", "last_event_seq", "position"} if connection.vendor == "sqlite" else set()
+    )
+    for relation in ("tenant", "session", "user_message"):
+        loaded, read = (_field_values(getattr(run, relation)) for run in (claimed, expected))
+        assert {name: value for name, value in loaded.items() if name not in stale} == {
+            name: value for name, value in read.items() if name not in stale
+        }
+    assert claimed.user_message.content == [{"type": "text", "text": "hi"}]
 
 
 @pytest.mark.django_db
