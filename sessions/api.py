@@ -16,6 +16,7 @@ from sessions.selectors import (
     events_for_session,
     message_list_for_session,
     run_list_for_actor,
+    session_get_for_posting,
     session_list_for_actor,
 )
 from sessions.serializers import (
@@ -129,10 +130,11 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     )
     @action(detail=True, methods=["get", "post"])
     def messages(self, request: Request, pk: str | None = None) -> Response:
-        session = self.get_object()
         if request.method == "GET":
-            page = self.paginate_queryset(message_list_for_session(session=session))
+            page = self.paginate_queryset(message_list_for_session(session=self.get_object()))
             return self.get_paginated_response(MessageSerializer(page, many=True).data)
+        session = session_get_for_posting(actor=self.actor, session_id=pk or "")
+        self.check_object_permissions(request, session)
         serializer = MessageCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
@@ -146,8 +148,8 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         except LaneBusy as busy:
             body = error_body(
                 "run_active",
-                f"Run {busy.active_run.pk} is active in this session.",
-                {"active_run": [str(busy.active_run.pk)]},
+                f"Run {busy.active_run_id} is active in this session.",
+                {"active_run": [str(busy.active_run_id)]},
             )
             return Response(body, status=status.HTTP_409_CONFLICT)
         body = {"message": MessageSerializer(message).data, "run": RunSummarySerializer(run).data}

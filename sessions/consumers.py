@@ -211,7 +211,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
                 error.message_dict if has_fields else {"non_field_errors": error.messages}
             ) from error
         except LaneBusy as busy:
-            active = str(busy.active_run.pk)
+            active = str(busy.active_run_id)
             message = f"Run {active} is active in this session."
             raise CommandError("run_active", message, {"active_run": [active]}) from busy
         except QuotaExceeded as exceeded:

@@ -24,6 +24,7 @@ from sessions.models import (
     ToolApproval,
 )
 from sessions.planning.delivery import run_is_waiting_on_children
+from sessions.selectors import LaneState, lane_state_for
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from sessions.sweeper import run_resume
 from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit
@@ -89,9 +90,9 @@ MultitaskMode = Literal["enqueue", "reject", "interrupt"]
 class LaneBusy(Exception):
     """``multitask=reject`` and the session already has an active run."""
 
-    def __init__(self, active_run: Run) -> None:
-        super().__init__(f"run {active_run.pk} is active in this session")
-        self.active_run = active_run
+    def __init__(self, active_run_id: uuid.UUID) -> None:
+        super().__init__(f"run {active_run_id} is active in this session")
+        self.active_run_id = active_run_id
 
 
 def _validate_message_content(content: str) -> str:
@@ -104,18 +105,10 @@ def _validate_message_content(content: str) -> str:
     return content
 
 
-def _active_run(session: Session) -> Run | None:
-    # The session selectors prefetch the lane (queued and active runs): no query then.
-    lane = getattr(session, "lane_runs", None)
-    if lane is not None:
-        return next((run for run in lane if run.status in ACTIVE_RUN_STATUSES), None)
-    return session.runs.filter(status__in=ACTIVE_RUN_STATUSES).order_by("created_at").first()
-
-
-def _lane_is_idle(session: Session) -> bool:
-    """Nothing queued or active, as far as this request saw; the worker's claim checks again."""
-    lane = getattr(session, "lane_runs", None)
-    return lane is not None and not lane
+def _lane_state(session: Session) -> LaneState:
+    # session_get_for_posting reads the lane with the session: no query then.
+    state: LaneState | None = getattr(session, "lane_state", None)
+    return state if state is not None else lane_state_for(session.pk)
 
 
 def _idempotent_repeat(*, actor: Actor, session: Session, key: str) -> tuple[Message, Run] | None:
@@ -154,14 +147,14 @@ def session_post_message(
     _validate_message_content(content)
     if not session.agent.is_active:
         raise ValidationError({"non_field_errors": ["This session's agent is inactive."]})
-    active = _active_run(session)
-    if active is not None and multitask == "reject":
-        raise LaneBusy(active)
+    lane = _lane_state(session)
+    if lane.active_run_id is not None and multitask == "reject":
+        raise LaneBusy(lane.active_run_id)
     check_post_message_quotas(actor=actor)
     try:
         with transaction.atomic():
             message, run = _store_message_and_run(
-                actor=actor, session=session, content=content, lane_is_idle=_lane_is_idle(session)
+                actor=actor, session=session, content=content, lane_is_idle=lane.is_idle
             )
             if idempotency_key:
                 IdempotencyRecord.objects.create(
@@ -178,7 +171,7 @@ def session_post_message(
         if repeat is None:
             raise
         return repeat
-    if active is not None and multitask == "interrupt":
+    if lane.active_run_id is not None and multitask == "interrupt":
         _interrupt_lane(actor=actor, session=session, new_run=run)
     return message, run
 

@@ -2,14 +2,21 @@
 
 import pytest
 from django.db import connection
+from django.db.models import Model
+from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from agents.models import Agent
 from sessions.models import Message, Run, RunEvent, Session, Step
+from sessions.selectors import LaneState, session_get_for_posting
 from sessions.tasks import execute_run
+from tenants.actors import Actor
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
+from tools.models import ToolPolicy
+from tools.registry import policy_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -402,5 +409,43 @@ def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
         execute_run(str(run_id))
 
     assert Run.objects.get(pk=run_id).status == "completed"
-    expected = {"postgresql": (13, 36), "sqlite": (14, 46)}[connection.vendor]
+    expected = {"postgresql": (11, 36), "sqlite": (12, 46)}[connection.vendor]
     assert (len(posting), len(running)) == expected
+
+
+def _field_values(instance: Model) -> dict[str, object]:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api: APIClient) -> None:
+    """``session_get_for_posting`` is hand-written SQL: its objects and lane must be the ORM's."""
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    session = Session.objects.get(pk=start_session(bob_api, agent.pk))
+    actor = Actor(user=cast.bob, tenant=cast.tenant_a, role="member")
+
+    idle = session_get_for_posting(actor=actor, session_id=session.pk)
+    assert _field_values(idle) == _field_values(session)
+    assert _field_values(idle.agent) == _field_values(Agent.objects.get(pk=agent.pk))
+    assert idle.lane_state == LaneState(active_run_id=None, is_idle=True)  # type: ignore[attr-defined]
+    with CaptureQueriesContext(connection) as reads:
+        snapshot_without_policy = policy_snapshot(idle.agent)
+    assert snapshot_without_policy["profile"] == ToolPolicy(agent=agent).profile
+    assert len(reads) == 1  # the tool assignments; the missing policy came with the session
+
+    ToolPolicy.objects.create(agent=agent, profile="full", allow=["calculator"], max_calls_per_turn=3)
+    queued = Run.objects.create(
+        tenant=cast.tenant_a, session=session, agent=agent, created_by=cast.bob, status="queued"
+    )
+    waiting = session_get_for_posting(actor=actor, session_id=str(session.pk))
+    assert waiting.lane_state == LaneState(active_run_id=None, is_idle=False)  # type: ignore[attr-defined]
+    assert policy_snapshot(waiting.agent) == policy_snapshot(Agent.objects.get(pk=agent.pk))
+    assert policy_snapshot(waiting.agent)["allow"] == ["calculator"]
+
+    Run.objects.filter(pk=queued.pk).update(status="executing")
+    active = session_get_for_posting(actor=actor, session_id=session.pk)
+    assert active.lane_state == LaneState(active_run_id=queued.pk, is_idle=False)  # type: ignore[attr-defined]
+
+    outsider = Actor(user=cast.carol, tenant=cast.tenant_b, role="owner")
+    for actor_elsewhere, session_id in ((outsider, session.pk), (actor, "not-a-uuid")):
+        with pytest.raises(Http404):
+            session_get_for_posting(actor=actor_elsewhere, session_id=session_id)

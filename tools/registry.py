@@ -46,7 +46,7 @@ def ensure_builtin_tools() -> None:
 
 def policy_snapshot(agent: Agent) -> dict[str, Any]:
     """The agent's policy and assignments as stored on each run (edits mid-run do not apply)."""
-    policy = ToolPolicy.objects.filter(agent=agent).first() or ToolPolicy(agent=agent)
+    policy = _stored_policy(agent) or ToolPolicy(agent=agent)
     return {
         "profile": policy.profile,
         "allow": list(policy.allow),
@@ -56,6 +56,13 @@ def policy_snapshot(agent: Agent) -> dict[str, Any]:
         "max_calls_per_run": policy.max_calls_per_run,
         "assigned_tool_ids": [str(pk) for pk in agent.tool_assignments.values_list("tool_id", flat=True)],
     }
+
+
+def _stored_policy(agent: Agent) -> ToolPolicy | None:
+    try:
+        return agent.tool_policy  # read with the agent by session_get_for_posting; else one query
+    except ToolPolicy.DoesNotExist:
+        return None
 
 
 def tool_facts(tool: Tool) -> ToolFacts:
