@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from django.db import connections
-from django.db.models import Model
+from django.db.models import Field, Model
 
 ModelT = TypeVar("ModelT", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -36,6 +36,24 @@ def _converters(model: type[Model], using: str) -> tuple[tuple[int, tuple[Conver
         if converters:
             found.append((index, converters, column))
     return tuple(found)
+
+
+@cache
+def _field_converters(model: type[Model], field_name: str, using: str) -> tuple[tuple[Converter, ...], Any]:
+    connection = connections[using]
+    field = model._meta.get_field(field_name)
+    assert isinstance(field, Field), f"{model.__name__}.{field_name} is not a column"
+    column = field.get_col(model._meta.db_table)
+    return tuple(connection.ops.get_db_converters(column) + field.get_db_converters(connection)), column
+
+
+def field_value(model: type[Model], field_name: str, value: Any, *, using: str = "default") -> Any:
+    """A raw column value of ``model.field_name`` as the ORM would give it (JSON decoded, …)."""
+    converters, column = _field_converters(model, field_name, using)
+    connection = connections[using]
+    for converter in converters:
+        value = converter(value, column, connection)
+    return value
 
 
 def instance_from_row(model: type[ModelT], row: Sequence[Any], *, using: str = "default") -> ModelT:

@@ -9,12 +9,13 @@ left the context (failed, timed out, retried) leave it with them.
 
 import logging
 from contextlib import AbstractContextManager
+from functools import cache
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.model_clients import model_client_for
@@ -35,6 +36,7 @@ from agents.runtime.types import (
     ToolOutcome,
     Usage,
 )
+from core.rows import field_value
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
@@ -87,18 +89,66 @@ def chat_message_for(message: Message) -> ChatMessage:
 
 
 def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
-    """The model's context: the latest compaction's note, then the messages it did not replace."""
-    snapshot = latest_compaction(session_id=session_id)
-    after_position = snapshot.replaces_up_to_position if snapshot else None
-    stored = context_messages(session_id=session_id, after_position=after_position)
+    """The model's context: the latest compaction's note, then the messages it did not replace.
+
+    The same rows as ``latest_compaction`` and ``context_messages`` select, in two hand-written
+    statements: every run starts by reading its transcript (``tests/test_compaction_runs.py``
+    pins the two to each other).
+    """
+    session_key = Session._meta.get_field("id").get_db_prep_value(session_id, connection)
+    abandoned = [str(status) for status in ABANDONED_RUN_STATUSES]
+    with connection.cursor() as cursor:
+        cursor.execute(_latest_snapshot_query(), [session_key, *abandoned])
+        snapshot = cursor.fetchone()
+        after_position = snapshot[0] if snapshot else None
+        cursor.execute(
+            _context_messages_query(),
+            [session_key, after_position, after_position, *abandoned, str(MessageRole.USER)],
+        )
+        rows = cursor.fetchall()
     transcript = [
-        chat_message_for(message)
-        for message in stored.only("role", "content")
-        if message.role != MessageRole.SYSTEM
+        ChatMessage(
+            role="assistant" if role == MessageRole.ASSISTANT else "user",
+            content=list(field_value(Message, "content", content)),
+        )
+        for role, content in rows
+        if role != MessageRole.SYSTEM
     ]
     if snapshot is None:
         return transcript
-    return with_note(compaction_note(snapshot.summary), transcript)
+    return with_note(compaction_note(snapshot[1]), transcript)
+
+
+def _abandoned_run_sql(run_alias: str) -> str:
+    """``_abandoned_run`` in SQL, for a joined run (its status parameters follow)."""
+    statuses = ", ".join(["%s"] * len(ABANDONED_RUN_STATUSES))
+    return (
+        f"({run_alias}.status IN ({statuses}) OR EXISTS (SELECT 1 FROM {Run._meta.db_table} retry"  # noqa: S608
+        f" WHERE retry.retry_of_id = {run_alias}.id))"
+    )
+
+
+@cache
+def _latest_snapshot_query() -> str:
+    return (
+        "SELECT c.replaces_up_to_position, c.summary"  # noqa: S608
+        f" FROM {CompactionSnapshot._meta.db_table} c LEFT JOIN {Run._meta.db_table} r ON r.id = c.run_id"
+        " WHERE c.session_id = %s AND c.replaces_up_to_position IS NOT NULL"
+        f" AND (c.run_id IS NULL OR NOT {_abandoned_run_sql('r')})"
+        " ORDER BY c.created_at DESC, c.replaces_up_to_position DESC LIMIT 1"
+    )
+
+
+@cache
+def _context_messages_query() -> str:
+    return (
+        "SELECT m.role, m.content"  # noqa: S608
+        f" FROM {Message._meta.db_table} m LEFT JOIN {Run._meta.db_table} r ON r.id = m.run_id"
+        " WHERE m.session_id = %s AND m.position IS NOT NULL AND (%s IS NULL OR m.position > %s)"
+        " AND r.parent_run_id IS NULL"
+        f" AND (m.run_id IS NULL OR NOT {_abandoned_run_sql('r')} OR m.role = %s)"
+        " ORDER BY m.position"
+    )
 
 
 # --- Policy -------------------------------------------------------------------------------------------

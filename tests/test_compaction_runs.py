@@ -11,9 +11,11 @@ from agents.runtime.compaction import (
     MEMORY_FLUSH_INSTRUCTION,
     SUMMARY_HEADER,
     SUMMARY_SYSTEM_PROMPT,
+    compaction_note,
+    with_note,
 )
 from agents.runtime.types import ChatMessage
-from sessions.compaction import session_transcript
+from sessions.compaction import chat_message_for, context_messages, latest_compaction, session_transcript
 from sessions.models import CompactionSnapshot, Message, Run, RunEvent, Session, Step
 from sessions.recorder import message_role_for
 from sessions.sequences import next_session_number
@@ -489,3 +491,89 @@ def test_admins_compact_any_session_of_their_tenant(
 
     assert response.status_code == 200
     assert CompactionSnapshot.objects.get(session_id=session_id).reason == "manual"
+
+
+# --- The transcript's statements ----------------------------------------------------------------
+
+
+def _orm_transcript(session_id: Any) -> list[ChatMessage]:
+    """The transcript as the ORM selects it (``latest_compaction`` and ``context_messages``)."""
+    snapshot = latest_compaction(session_id=session_id)
+    stored = context_messages(
+        session_id=session_id, after_position=snapshot.replaces_up_to_position if snapshot else None
+    )
+    transcript = [chat_message_for(message) for message in stored if message.role != "system"]
+    return with_note(compaction_note(snapshot.summary), transcript) if snapshot else transcript
+
+
+def test_the_hand_written_transcript_selects_what_the_orm_selects(cast: Cast) -> None:
+    agent = make_agent(tenant=cast.tenant_a)
+    session = Session.objects.create(tenant=cast.tenant_a, agent=agent, created_by=cast.bob)
+
+    def run(status: str, **fields: Any) -> Run:
+        return Run.objects.create(
+            tenant=cast.tenant_a, session=session, agent=agent, created_by=cast.bob, status=status, **fields
+        )
+
+    def say(role: str, text: str, run: Run | None, *, placed: bool = True) -> None:
+        position = (
+            next_session_number(session_id=session.pk, counter="last_message_position") if placed else None
+        )
+        Message.objects.create(
+            tenant=cast.tenant_a,
+            session=session,
+            role=role,
+            run=run,
+            position=position,
+            content=[{"type": "text", "text": text}],
+        )
+
+    def snapshot(summary: str, up_to: int | None, by: Run | None) -> None:
+        CompactionSnapshot.objects.create(
+            tenant=cast.tenant_a,
+            session=session,
+            run=by,
+            reason="threshold",
+            summary=summary,
+            replaces_up_to_position=up_to,
+            tokens_before=10,
+            tokens_after=5,
+            messages_before=4,
+            messages_after=2,
+        )
+
+    done, failed, timed_out = run("completed"), run("failed"), run("timeout")
+    retried = run("cancelled")
+    run("completed", retry_of=retried)
+    executor = run("completed", parent_run=done)
+    say("user", "first", done)
+    say("assistant", "first answer", done)
+    say("user", "kept question of a failed run", failed)
+    say("assistant", "answer of a failed run", failed)
+    say("tool", "tool result of a timed-out run", timed_out)
+    say("assistant", "answer of a retried run", retried)
+    say("assistant", "an executor's turn", executor)
+    say("system", "a system note", None)
+    say("assistant", "a message with no run", None)
+    say("user", "queued, not placed yet", None, placed=False)
+    assert session_transcript(session_id=session.pk) == _orm_transcript(session.pk)
+    assert [message.content[0]["text"] for message in session_transcript(session_id=session.pk)] == [
+        "first",
+        "first answer",
+        "kept question of a failed run",
+        "a message with no run",
+    ]
+
+    snapshot("summary of a failed run", 2, failed)
+    snapshot("summary of a retried run", 2, retried)
+    snapshot("a record only", None, done)
+    assert session_transcript(session_id=session.pk) == _orm_transcript(session.pk)
+    snapshot("the manual summary", 1, None)
+    snapshot("the summary that counts", 2, done)
+    transcript = session_transcript(session_id=session.pk)
+    assert transcript == _orm_transcript(session.pk)
+    texts = [[block["text"] for block in message.content] for message in transcript]
+    assert texts == [
+        [f"{SUMMARY_HEADER}\nthe summary that counts", "kept question of a failed run"],
+        ["a message with no run"],
+    ]
