@@ -100,10 +100,10 @@ def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
     with connection.cursor() as cursor:
         cursor.execute(_latest_snapshot_query(), [session_key, *abandoned])
         snapshot = cursor.fetchone()
-        after_position = snapshot[0] if snapshot else None
+        after = [snapshot[0]] if snapshot else []
         cursor.execute(
-            _context_messages_query(),
-            [session_key, after_position, after_position, *abandoned, str(MessageRole.USER)],
+            _context_messages_query(is_after_snapshot=bool(snapshot)),
+            [session_key, *after, *abandoned, str(MessageRole.USER)],
         )
         rows = cursor.fetchall()
     transcript = [
@@ -140,14 +140,15 @@ def _latest_snapshot_query() -> str:
 
 
 @cache
-def _context_messages_query() -> str:
+def _context_messages_query(*, is_after_snapshot: bool) -> str:
     return (
         "SELECT m.role, m.content"  # noqa: S608
         f" FROM {Message._meta.db_table} m LEFT JOIN {Run._meta.db_table} r ON r.id = m.run_id"
-        " WHERE m.session_id = %s AND m.position IS NOT NULL AND (%s IS NULL OR m.position > %s)"
-        " AND r.parent_run_id IS NULL"
-        f" AND (m.run_id IS NULL OR NOT {_abandoned_run_sql('r')} OR m.role = %s)"
-        " ORDER BY m.position"
+        " WHERE m.session_id = %s AND m.position IS NOT NULL"
+        + (" AND m.position > %s" if is_after_snapshot else "")
+        + " AND r.parent_run_id IS NULL"
+        + f" AND (m.run_id IS NULL OR NOT {_abandoned_run_sql('r')} OR m.role = %s)"
+        + " ORDER BY m.position"
     )
 
 
