@@ -11,7 +11,7 @@ from core.rows import column_count, column_list, instance_from_row
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
-from tools.models import ToolPolicy
+from tools.models import AgentTool, ToolPolicy
 
 
 def _uuid_or_404(value: UUID | str) -> UUID:
@@ -64,6 +64,13 @@ def lane_state_for(session_id: UUID) -> LaneState:
     return LaneState(active_run_id=active, is_idle=not lane)
 
 
+def _joined_ids(column: str) -> str:
+    """An aggregate of ``column``'s values as one comma-separated string."""
+    if connection.vendor == "postgresql":
+        return f"STRING_AGG({column}::text, ',')"
+    return f"GROUP_CONCAT({column}, ',')"
+
+
 @cache
 def _posting_query() -> str:
     runs = Run._meta.db_table
@@ -73,7 +80,8 @@ def _posting_query() -> str:
         f"SELECT {column_list(Session, 's')}, {column_list(Agent, 'a')}, {column_list(ToolPolicy, 'p')},"  # noqa: S608
         f" (SELECT r.id FROM {runs} r WHERE r.session_id = s.id AND r.status IN ({active})"
         "   ORDER BY r.created_at, r.id LIMIT 1),"
-        f" EXISTS (SELECT 1 FROM {runs} r WHERE r.session_id = s.id AND r.status IN ({lane}))"
+        f" EXISTS (SELECT 1 FROM {runs} r WHERE r.session_id = s.id AND r.status IN ({lane})),"
+        f" (SELECT {_joined_ids('t.tool_id')} FROM {AgentTool._meta.db_table} t WHERE t.agent_id = a.id)"
         f" FROM {Session._meta.db_table} s JOIN {Agent._meta.db_table} a ON a.id = s.agent_id"
         f" LEFT JOIN {ToolPolicy._meta.db_table} p ON p.agent_id = a.id"
         " WHERE s.id = %s AND s.tenant_id = %s"
@@ -109,6 +117,8 @@ def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
     Agent.tool_policy.related.set_cached_value(session.agent, policy)
     active_run_id = None if row[policy_end] is None else UUID(str(row[policy_end]))
     session.lane_state = LaneState(active_run_id=active_run_id, is_idle=not row[policy_end + 1])  # type: ignore[attr-defined]
+    assigned = row[policy_end + 2].split(",") if row[policy_end + 2] else []
+    session.agent.assigned_tool_ids = sorted(str(UUID(tool_id)) for tool_id in assigned)
     return session
 
 

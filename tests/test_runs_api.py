@@ -15,7 +15,7 @@ from tenants.actors import Actor
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
-from tools.models import ToolPolicy
+from tools.models import AgentTool, Tool, ToolKind, ToolPolicy
 from tools.registry import policy_snapshot
 
 pytestmark = pytest.mark.django_db
@@ -409,7 +409,7 @@ def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
         execute_run(str(run_id))
 
     assert Run.objects.get(pk=run_id).status == "completed"
-    expected = {"postgresql": (10, 36), "sqlite": (11, 46)}[connection.vendor]
+    expected = {"postgresql": (9, 36), "sqlite": (10, 46)}[connection.vendor]
     assert (len(posting), len(running)) == expected
 
 
@@ -430,9 +430,16 @@ def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api:
     with CaptureQueriesContext(connection) as reads:
         snapshot_without_policy = policy_snapshot(idle.agent)
     assert snapshot_without_policy["profile"] == ToolPolicy(agent=agent).profile
-    assert len(reads) == 1  # the tool assignments; the missing policy came with the session
+    assert snapshot_without_policy["assigned_tool_ids"] == []
+    assert len(reads) == 0  # the missing policy and the assignments came with the session
 
     ToolPolicy.objects.create(agent=agent, profile="full", allow=["calculator"], max_calls_per_turn=3)
+    tools = [
+        Tool.objects.create(tenant=cast.tenant_a, name=f"crm{index}", kind=ToolKind.HTTP, input_schema={})
+        for index in range(3)
+    ]
+    for tool in tools:
+        AgentTool.objects.create(agent=agent, tool=tool)
     queued = Run.objects.create(
         tenant=cast.tenant_a, session=session, agent=agent, created_by=cast.bob, status="queued"
     )
@@ -440,6 +447,7 @@ def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api:
     assert waiting.lane_state == LaneState(active_run_id=None, is_idle=False)  # type: ignore[attr-defined]
     assert policy_snapshot(waiting.agent) == policy_snapshot(Agent.objects.get(pk=agent.pk))
     assert policy_snapshot(waiting.agent)["allow"] == ["calculator"]
+    assert policy_snapshot(waiting.agent)["assigned_tool_ids"] == sorted(str(tool.pk) for tool in tools)
 
     Run.objects.filter(pk=queued.pk).update(status="executing")
     active = session_get_for_posting(actor=actor, session_id=session.pk)

@@ -54,8 +54,14 @@ def policy_snapshot(agent: Agent) -> dict[str, Any]:
         "require_approval": list(policy.require_approval) + list(agent.approval_required_tools),
         "max_calls_per_turn": policy.max_calls_per_turn,
         "max_calls_per_run": policy.max_calls_per_run,
-        "assigned_tool_ids": [str(pk) for pk in agent.tool_assignments.values_list("tool_id", flat=True)],
+        "assigned_tool_ids": _assigned_tool_ids(agent),
     }
+
+
+def _assigned_tool_ids(agent: Agent) -> list[str]:
+    if "assigned_tool_ids" in agent.__dict__:  # read with the agent
+        return sorted(agent.assigned_tool_ids)
+    return sorted(str(pk) for pk in agent.tool_assignments.values_list("tool_id", flat=True))
 
 
 def _stored_policy(agent: Agent) -> ToolPolicy | None:
