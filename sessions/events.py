@@ -168,32 +168,44 @@ def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent])
     return rows
 
 
+# PostgreSQL: the INSERT that numbers events after a CTE (``numbered``) that advanced the
+# session's ``last_event_seq`` by their count and returned it. Parameters: ``numbered_insert_params``.
+NUMBERED_EVENTS_INSERT = (
+    f" INSERT INTO {RunEvent._meta.db_table} (session_id, run_id, seq, type, data, created_at)"  # noqa: S608
+    " SELECT %s, e.run_id, numbered.last_event_seq - %s + e.number, e.type, e.data, e.created_at"
+    " FROM numbered, unnest(%s::uuid[], %s::text[], %s::jsonb[], %s::timestamptz[])"
+    " WITH ORDINALITY AS e(run_id, type, data, created_at, number)"
+    " RETURNING seq"
+)
+
+
+def numbered_insert_params(session_id: UUID, events: list[PendingEvent]) -> list[Any]:
+    return [
+        session_id,
+        len(events),
+        [event.run_id for event in events],
+        [event.type for event in events],
+        [json.dumps(event.data, cls=DjangoJSONEncoder) for event in events],
+        [event.created_at for event in events],
+    ]
+
+
+def announce_on_commit(session_id: UUID, events: list[PendingEvent], sequence_numbers: Sequence[int]) -> None:
+    """The events were stored under these numbers: announce them once the transaction commits."""
+    stored = _run_events(session_id, events, sequence_numbers=sorted(sequence_numbers))
+    transaction.on_commit(partial(_publish_all, session_id, stored))
+
+
 def _insert_numbered_events(session_id: UUID, events: list[PendingEvent]) -> list[RunEvent]:
     """PostgreSQL: advance the seq and insert every event in one statement (one round trip).
 
     The UPDATE in the CTE locks the session row exactly as ``next_session_number`` does.
     """
-    session_table, event_table = Session._meta.db_table, RunEvent._meta.db_table
-    count = len(events)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH numbered AS (UPDATE {session_table} SET last_event_seq = last_event_seq + %s"  # noqa: S608
-            f" WHERE id = %s RETURNING last_event_seq)"
-            f" INSERT INTO {event_table} (session_id, run_id, seq, type, data, created_at)"
-            f" SELECT %s, e.run_id, numbered.last_event_seq - %s + e.number, e.type, e.data, e.created_at"
-            f" FROM numbered, unnest(%s::uuid[], %s::text[], %s::jsonb[], %s::timestamptz[])"
-            f" WITH ORDINALITY AS e(run_id, type, data, created_at, number)"
-            f" RETURNING seq",
-            [
-                count,
-                session_id,
-                session_id,
-                count,
-                [event.run_id for event in events],
-                [event.type for event in events],
-                [json.dumps(event.data, cls=DjangoJSONEncoder) for event in events],
-                [event.created_at for event in events],
-            ],
+            f"WITH numbered AS (UPDATE {Session._meta.db_table} SET last_event_seq = last_event_seq + %s"  # noqa: S608
+            " WHERE id = %s RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT,
+            [len(events), session_id, *numbered_insert_params(session_id, events)],
         )
         sequence_numbers = sorted(row[0] for row in cursor.fetchall())
     if not sequence_numbers:

@@ -17,7 +17,14 @@ from django.db.models import Case, When
 from django.utils import timezone
 
 from core.rows import column_count, column_list, instance_from_row
-from sessions.events import emit_event, events_batched
+from sessions.events import (
+    NUMBERED_EVENTS_INSERT,
+    PendingEvent,
+    announce_on_commit,
+    emit_event,
+    events_batched,
+    numbered_insert_params,
+)
 from sessions.models import Message, Run, RunStatus, Session
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
@@ -99,7 +106,7 @@ def _claim_with_orm(*, run_id: UUID, owner: str) -> Run | None:
     return run
 
 
-# PostgreSQL: the claim in five plain statements. Starting runs is the pickup every message
+# PostgreSQL: the claim in three plain statements. Starting runs is the pickup every message
 # waits for (POST → run.started); the ORM's query building was most of its time.
 _RUNS, _SESSIONS = Run._meta.db_table, Session._meta.db_table  # table names; values go as parameters
 _LOCK_SESSION_OF_RUN = (
@@ -110,23 +117,31 @@ _LOCK_SESSION_OF_RUN = (
 # order — an active run sorts first, else the oldest queued one.
 _READ_RUN_AND_LANE_HEAD = (
     "SELECT r.status, r.version, r.session_id, r.parent_run_id, r.user_message_id,"  # noqa: S608
-    " r.agent_id, r.title, r.parent_tool_call_id, r.agent_config->>'planning_mode',"
+    " r.agent_id, r.title, r.parent_tool_call_id, r.agent_config->>'planning_mode', r.attempt,"
+    f" (SELECT m.position IS NULL FROM {Message._meta.db_table} m WHERE m.id = r.user_message_id),"
     f" (SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"
     "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
     "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1)"
     f" FROM {_RUNS} r WHERE r.id = %s"
 )
-_START_RUN = (
-    f"UPDATE {_RUNS} SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
+# Under the session's lock, one statement starts the run (if it is still queued at the version
+# read), gives the user message the next position if it has none, and stores the start events.
+_START_RUN_PLACE_MESSAGE_STORE_EVENTS = (
+    f"WITH started AS (UPDATE {_RUNS} SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
     " lease_expires_at = %s, started_at = COALESCE(started_at, %s), attempt = GREATEST(attempt, 1)"
-    " WHERE id = %s AND status = 'queued' AND version = %s RETURNING attempt"
+    " WHERE id = %s AND status = 'queued' AND version = %s RETURNING id),"
+    f" numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + %s,"
+    " last_event_seq = last_event_seq + %s WHERE id = %s AND EXISTS (SELECT 1 FROM started)"
+    " RETURNING last_message_position, last_event_seq),"
+    f" placed AS (UPDATE {Message._meta.db_table} SET position = numbered.last_message_position"
+    " FROM numbered WHERE id = %s AND position IS NULL RETURNING id)" + NUMBERED_EVENTS_INSERT
 )
 
 
 def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
     run_id = UUID(str(run_id))
     lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
-    with transaction.atomic(), events_batched(), connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
         # Locking the session row keeps two workers from starting two runs of one lane.
         cursor.execute(_LOCK_SESSION_OF_RUN, [run_id])
         if cursor.fetchone() is None:
@@ -136,7 +151,7 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
         if row is None:
             return False
         status, version, session_id, parent_run_id, user_message_id, agent_id = row[:6]
-        title, tool_call_id, planning_mode, lane_head = row[6:]
+        title, tool_call_id, planning_mode, attempt, message_needs_position, lane_head = row[6:]
         if status != RunStatus.QUEUED or (parent_run_id is None and lane_head != run_id):
             return False
         # What plans_first and _started_data read, without loading the whole run.
@@ -149,35 +164,38 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
             title=title,
             parent_tool_call_id=tool_call_id,
             agent_config={"planning_mode": planning_mode or "direct"},
+            attempt=max(attempt, 1),  # as the start sets it
         )
         path: list[str] = [RunStatus.PLANNING]
         if not plans_first(run):
             path.append(RunStatus.EXECUTING)
         now = timezone.now()
-        cursor.execute(_START_RUN, [path[-1], len(path), owner, lease_expiry(), now, run_id, version])
-        started = cursor.fetchone()
-        if started is None:
+        events = _start_events(run, path, at=now)
+        cursor.execute(
+            _START_RUN_PLACE_MESSAGE_STORE_EVENTS,
+            [
+                *(path[-1], len(path), owner, lease_expiry(), now, run_id, version),
+                *(1 if message_needs_position else 0, len(events), session_id),
+                user_message_id,
+                *numbered_insert_params(session_id, events),
+            ],
+        )
+        sequence_numbers = [seq for (seq,) in cursor.fetchall()]
+        if not sequence_numbers:  # the run moved since it was read: nothing was written
             return False
-        run.attempt = started[0]
-        if user_message_id is not None:
-            _place_user_message_in_one_statement(run)
-        _emit_start_events(run, path)
+        announce_on_commit(session_id, events, sequence_numbers)
     return True
 
 
-def _emit_start_events(run: Run, path: list[str]) -> None:
+def _start_events(run: Run, path: list[str], *, at: datetime) -> list[PendingEvent]:
     """The same events as run_transition and the ORM claim: each move audited, then run.started."""
+    events = []
     for index, (from_status, to_status) in enumerate(zip([RunStatus.QUEUED, *path], path, strict=False)):
-        emit_event(
-            session_id=run.session_id,
-            run_id=run.pk,
-            event_type="run.status",
-            data=transition_audit(from_status, to_status, actor="system"),
-        )
+        audit = transition_audit(from_status, to_status, actor="system")
+        events.append(PendingEvent(run.session_id, run.pk, "run.status", audit, at))
         if index == 0:
-            emit_event(
-                session_id=run.session_id, run_id=run.pk, event_type="run.started", data=_started_data(run)
-            )
+            events.append(PendingEvent(run.session_id, run.pk, "run.started", _started_data(run), at))
+    return events
 
 
 def plans_first(run: Run) -> bool:
@@ -204,7 +222,7 @@ def _started_data(run: Run) -> dict[str, object]:
 def _place_user_message(run: Run) -> None:
     """A queued message joins the transcript when its run starts, after earlier answers.
 
-    (The PostgreSQL claim does this in one statement: ``_place_user_message_in_one_statement``.)
+    (The PostgreSQL claim does this in its start statement: ``_START_RUN_PLACE_MESSAGE_STORE_EVENTS``.)
     """
     if run.user_message_id is None:
         return
@@ -212,20 +230,6 @@ def _place_user_message(run: Run) -> None:
     if message is not None:
         message.position = next_session_number(session_id=run.session_id, counter="last_message_position")
         message.save(update_fields=["position"])
-
-
-def _place_user_message_in_one_statement(run: Run) -> None:
-    """PostgreSQL: take the next position and give it to the message, if it has none yet."""
-    session_table, message_table = Session._meta.db_table, Message._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH placed AS (UPDATE {session_table} SET last_message_position = last_message_position + 1"  # noqa: S608
-            f" WHERE id = %s AND EXISTS (SELECT 1 FROM {message_table} WHERE id = %s AND position IS NULL)"
-            f" RETURNING last_message_position)"
-            f" UPDATE {message_table} SET position = placed.last_message_position FROM placed"
-            f" WHERE {message_table}.id = %s",
-            [run.session_id, run.user_message_id, run.user_message_id],
-        )
 
 
 def queued_child_run_ids(session_id: UUID) -> list[UUID]:
