@@ -56,6 +56,15 @@ def field_value(model: type[Model], field_name: str, value: Any, *, using: str =
     return value
 
 
+def insert_values(instance: Model, *, using: str = "default") -> tuple[list[str], list[Any]]:
+    """The columns and the adapted values ``instance.save()`` would insert (defaults, auto_now_add)."""
+    connection = connections[using]
+    fields = type(instance)._meta.concrete_fields
+    columns = [f'"{field.column}"' for field in fields]
+    values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+    return columns, values
+
+
 def instance_from_row(model: type[ModelT], row: Sequence[Any], *, using: str = "default") -> ModelT:
     """The instance whose concrete fields are ``row`` (as ``column_list`` selected them)."""
     values = list(row)

@@ -142,6 +142,16 @@ def flush_batched_events() -> None:
         pending.clear()
 
 
+def take_batched_events(session_id: UUID) -> list[PendingEvent]:
+    """Remove and return the session's events the current batch holds, for a caller that stores them."""
+    pending = _batch.get()
+    if not pending:
+        return []
+    taken = [event for event in pending if event.session_id == session_id]
+    pending[:] = [event for event in pending if event.session_id != session_id]
+    return taken
+
+
 def _store(events: list[PendingEvent]) -> None:
     """Number and insert the events, in order, per session; announce them after commit."""
     by_session: dict[UUID, list[PendingEvent]] = {}

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -25,12 +25,18 @@ from agents.runtime.types import (
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
-from sessions.events import emit_event, events_batched
+from sessions.events import PendingEvent, emit_event, events_batched
 from sessions.lane import new_lease_owner, run_claim
 from sessions.models import Message, Run, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
-from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
+from sessions.state import (
+    TERMINAL_EVENT_TYPES,
+    TERMINAL_RUN_STATUSES,
+    StaleTransition,
+    run_transition,
+    run_transition_to_end_in_one_statement,
+)
 from sessions.subagents import SPAWN_SUBAGENT, SpawnRequest, SubagentSpawner, subagents_start_and_wait
 from tenants.limits import tenant_limit
 from tools.provider import DjangoToolProvider, tool_context_for
@@ -255,6 +261,14 @@ def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
     run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
+def _ending_data(run: Run, status: str, stop_reason: str, error: str) -> dict[str, Any]:
+    """The terminal event's data (a parent's tree usage is added by run_finish)."""
+    data: dict[str, Any] = {"status": status, "stop_reason": stop_reason, "usage": run.usage}
+    if error:
+        data["error"] = error
+    return data
+
+
 # Set when a run is created and never changed: a run being finished need not read them again
 # (the agent snapshot is most of a run row).
 _FIXED_RUN_FIELDS = frozenset(
@@ -307,13 +321,22 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
         if run.status == RunStatus.CANCELLING and status != RunStatus.FAILED:
             target, stop_reason = RunStatus.CANCELLED, StopReason.CANCELLED
         try:
+            if connection.vendor == "postgresql" and not (run.parent_run_id is None and has_children):
+                ending = PendingEvent(
+                    run.session_id,
+                    run.pk,
+                    TERMINAL_EVENT_TYPES[target],
+                    _ending_data(run, target, stop_reason, error),
+                    timezone.now(),
+                )
+                return run_transition_to_end_in_one_statement(
+                    run, target, actor=actor, stop_reason=stop_reason, error=error[:10_000], then=ending
+                )
             with transaction.atomic(), events_batched():
                 run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)
-                data: dict[str, Any] = {"status": target, "stop_reason": stop_reason, "usage": run.usage}
+                data = _ending_data(run, target, stop_reason, error)
                 if run.parent_run_id is None and has_children:
                     data.update(_tree_usage_record(run))
-                if error:
-                    data["error"] = error
                 emit_event(
                     session_id=run.session_id,
                     run_id=run.pk,

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -19,11 +19,18 @@ from agents.runtime.types import (
     Usage,
 )
 from core.redaction import redact_tool_arguments
+from sessions import recorder_sql
 from sessions.compaction import compaction_snapshot_create
-from sessions.events import emit_event, events_batched, flush_batched_events
+from sessions.events import (
+    PendingEvent,
+    emit_event,
+    events_batched,
+    flush_batched_events,
+    take_batched_events,
+)
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
 from sessions.sequences import next_session_number
-from sessions.state import step_transition
+from sessions.state import StaleTransition, require_step_transition, step_transition
 
 # Events whose data can carry a model's tool arguments (which may hold secrets).
 ARGUMENT_BEARING_EVENTS = frozenset({"tool.call", "message.completed", "approval.required"})
@@ -78,6 +85,9 @@ class DjangoRunRecorder:
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         step = self._steps.pop(step_id)
         tokens = _usage_fields(usage)
+        if connection.vendor == "postgresql":
+            self._complete_step_in_one_statement(step, output=output, tokens=tokens)
+            return
         with transaction.atomic():
             step_transition(
                 step,
@@ -97,6 +107,32 @@ class DjangoRunRecorder:
             )
             flush_batched_events()  # the step's events commit with it
 
+    def _complete_step_in_one_statement(
+        self, step: Step, *, output: dict[str, Any], tokens: dict[str, int]
+    ) -> None:
+        require_step_transition(step, StepStatus.COMPLETED)
+        now = timezone.now()
+        data = {
+            "step_id": str(step.pk),
+            "index": step.index,
+            "kind": step.kind,
+            "status": StepStatus.COMPLETED,
+        }
+        events = [
+            *take_batched_events(self.run.session_id),
+            PendingEvent(self.run.session_id, self.run.pk, "step.completed", data, now),
+        ]
+        is_completed = recorder_sql.complete_step(
+            step,
+            output=redact_tool_arguments(output),
+            finished_at=now,
+            tokens=tokens,
+            model_calls=1 if step.kind == "model_call" else 0,
+            events=events,
+        )
+        if not is_completed:
+            raise StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
+
     def fail_step(self, step_id: str, *, error: str) -> None:
         step = self._steps.pop(step_id)
         with transaction.atomic():
@@ -114,6 +150,19 @@ class DjangoRunRecorder:
             flush_batched_events()
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+        events = take_batched_events(self.run.session_id) if connection.vendor == "postgresql" else []
+        if events:  # PostgreSQL, with events to store: the message and its events in one statement
+            stored = Message(
+                tenant_id=self.run.tenant_id,
+                session_id=self.run.session_id,
+                role=message_role_for(message),
+                content=message.content,
+                run=self.run,
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
+            )
+            recorder_sql.append_message(stored, events=events)
+            return
         with transaction.atomic():
             position = next_session_number(session_id=self.run.session_id, counter="last_message_position")
             Message.objects.create(

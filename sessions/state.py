@@ -10,7 +10,8 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions.events import emit_event, events_batched, flush_batched_events
+from sessions import recorder_sql
+from sessions.events import PendingEvent, emit_event, events_batched, flush_batched_events
 from sessions.models import Run, RunStatus, Step, StepStatus
 
 S = RunStatus
@@ -94,6 +95,28 @@ def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields:
     return run
 
 
+def run_transition_to_end_in_one_statement(
+    run: Run, to_status: str, *, actor: str, stop_reason: str, error: str, then: PendingEvent
+) -> Run:
+    """PostgreSQL: ``run_transition`` to a terminal state and the event ``then``, in one statement.
+
+    The same checks, row changes and audit as ``run_transition`` (open steps cancelled too).
+    """
+    from_status = run.status
+    if to_status not in RUN_TRANSITIONS[from_status] or to_status not in TERMINAL_RUN_STATUSES:
+        raise InvalidTransition(f"run {run.pk}: {from_status} → {to_status} is not allowed")
+    now = timezone.now()
+    audit = transition_audit(from_status, to_status, actor=actor, stop_reason=stop_reason)
+    events = [PendingEvent(run.session_id, run.pk, "run.status", audit, now), then]
+    if not recorder_sql.finish_run(
+        run, to_status=to_status, stop_reason=stop_reason, error=error, finished_at=now, events=events
+    ):
+        raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
+    run.status, run.version, run.stop_reason, run.error = to_status, run.version + 1, stop_reason, error
+    run.finished_at, run.lease_owner, run.lease_expires_at = now, "", None
+    return run
+
+
 def _record_transition(
     run: Run, from_status: str, to_status: str, *, actor: str, fields: dict[str, Any]
 ) -> None:
@@ -124,10 +147,14 @@ def _close_open_steps(run: Run) -> None:
     )
 
 
+def require_step_transition(step: Step, to_status: str) -> None:
+    if to_status not in STEP_TRANSITIONS[step.status]:
+        raise InvalidTransition(f"step {step.pk}: {step.status} → {to_status} is not allowed")
+
+
 def step_transition(step: Step, to_status: str, **fields: Any) -> Step:
     from_status = step.status
-    if to_status not in STEP_TRANSITIONS[from_status]:
-        raise InvalidTransition(f"step {step.pk}: {from_status} → {to_status} is not allowed")
+    require_step_transition(step, to_status)
     updated = Step.objects.filter(pk=step.pk, status=from_status, version=step.version).update(
         status=to_status, version=F("version") + 1, **fields
     )

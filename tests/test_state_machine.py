@@ -6,13 +6,16 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.db.models import Model
+from django.db.models import F, Model
 from django.test.utils import CaptureQueriesContext
 
 from agents.models import PlanningMode
+from agents.runtime.types import Usage
 from sessions.events import emit_event, events_batched, flush_batched_events
+from sessions.execution import run_finish
 from sessions.lane import new_lease_owner, run_claim
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
+from sessions.recorder import DjangoRunRecorder
 from sessions.state import (
     RUN_TRANSITIONS,
     STEP_TRANSITIONS,
@@ -131,6 +134,70 @@ def test_a_terminal_run_cancels_its_open_steps_and_leaves_finished_ones(cast: Ca
         StepStatus.CANCELLED,
         StepStatus.CANCELLED,
     ]
+
+
+@pytest.mark.django_db
+def test_finishing_a_run_cancels_its_open_steps_and_audits_the_move_then_the_end(cast: Cast) -> None:
+    """run_finish is one statement on PostgreSQL and run_transition on SQLite: the same outcome."""
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING, input_tokens=7, output_tokens=3)
+    for index, status in enumerate([StepStatus.COMPLETED, StepStatus.RUNNING, StepStatus.PENDING]):
+        Step.objects.create(run=run, index=index, kind="tool_call", status=status)
+
+    finished = run_finish(run, status=S.FAILED, stop_reason="llm_error", error="boom")
+
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.stop_reason, stored.error, stored.version) == (
+        S.FAILED,
+        "llm_error",
+        "boom",
+        1,
+    )
+    assert (stored.lease_owner, stored.lease_expires_at) == ("", None) and stored.finished_at is not None
+    assert (finished.status, finished.version, finished.finished_at) == (S.FAILED, 1, stored.finished_at)
+    assert list(run.steps.order_by("index").values_list("status", flat=True)) == [
+        StepStatus.COMPLETED,
+        StepStatus.CANCELLED,
+        StepStatus.CANCELLED,
+    ]
+    usage = {"input_tokens": 7, "output_tokens": 3, "cache_read_tokens": 0, "cache_write_tokens": 0}
+    assert session_events(session) == [
+        (
+            1,
+            "run.status",
+            {"from": S.EXECUTING, "to": S.FAILED, "actor": "system", "stop_reason": "llm_error"},
+        ),
+        (
+            2,
+            "run.failed",
+            {
+                "status": S.FAILED,
+                "stop_reason": "llm_error",
+                "usage": {**usage, "total_tokens": 10},
+                "error": "boom",
+            },
+        ),
+    ]
+
+
+@pytest.mark.django_db
+def test_a_stale_step_completion_writes_nothing(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    step_id = recorder.start_step(kind="model_call", input={})
+    Step.objects.filter(pk=step_id).update(version=F("version") + 1)  # someone else moved it
+    events_before = session_events(session)
+
+    with events_batched(), pytest.raises(StaleTransition):
+        recorder.complete_step(step_id, output={"content": []}, usage=Usage(input_tokens=5, output_tokens=1))
+
+    assert Step.objects.filter(pk=step_id).values_list("status", "input_tokens").get() == (
+        StepStatus.RUNNING,
+        0,
+    )
+    assert Run.objects.filter(pk=run.pk).values_list("input_tokens", "model_calls").get() == (0, 0)
+    assert session_events(session) == events_before
 
 
 @pytest.mark.django_db

@@ -1,0 +1,118 @@
+"""PostgreSQL: a run's hot writes with their events, one statement each.
+
+A run is a handful of writes (a step ends, a message joins the transcript, the run ends),
+each with the events that describe it. Through the ORM each was a transaction of four or five
+statements; here each is one statement whose CTEs change the rows, then number and insert the
+events, so the events commit with exactly the rows they describe (and not at all when a
+conditional update loses). SQLite keeps the ORM versions in ``sessions.recorder`` and
+``sessions.state``; the suite runs both and pins the results to each other.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from core.rows import insert_values
+from sessions.events import NUMBERED_EVENTS_INSERT, PendingEvent, announce_on_commit, numbered_insert_params
+from sessions.models import Message, Run, Session, Step, StepStatus
+
+_STEPS, _RUNS, _SESSIONS = Step._meta.db_table, Run._meta.db_table, Session._meta.db_table
+_OPEN_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING)
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+_COMPLETE_STEP = (
+    f"WITH done AS (UPDATE {_STEPS} SET status = %s, version = version + 1, output = %s,"  # noqa: S608
+    " finished_at = %s, input_tokens = COALESCE(%s, input_tokens),"
+    " output_tokens = COALESCE(%s, output_tokens), cache_read_tokens = COALESCE(%s, cache_read_tokens),"
+    " cache_write_tokens = COALESCE(%s, cache_write_tokens)"
+    " WHERE id = %s AND status = %s AND version = %s RETURNING id),"
+    f" counted AS (UPDATE {_RUNS} SET input_tokens = input_tokens + %s, output_tokens = output_tokens + %s,"
+    " cache_read_tokens = cache_read_tokens + %s, cache_write_tokens = cache_write_tokens + %s,"
+    " model_calls = model_calls + %s WHERE id = %s AND EXISTS (SELECT 1 FROM done) RETURNING id),"
+    f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
+    " WHERE id = %s AND EXISTS (SELECT 1 FROM done) RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
+)
+
+
+def complete_step(
+    step: Step,
+    *,
+    output: dict[str, Any],
+    finished_at: datetime,
+    tokens: dict[str, int],
+    model_calls: int,
+    events: list[PendingEvent],
+) -> bool:
+    """running → completed at the step's version, the run's counters, the events; False if stale."""
+    output_value = Step._meta.get_field("output").get_db_prep_save(output, connection)
+    step_tokens = [tokens.get(name) for name in _TOKEN_FIELDS]
+    run_tokens = [tokens.get(name, 0) for name in _TOKEN_FIELDS]
+    session_id = step.run.session_id
+    params = [
+        *(StepStatus.COMPLETED, output_value, finished_at, *step_tokens, step.pk, step.status, step.version),
+        *(*run_tokens, model_calls, step.run_id),
+        *(len(events), session_id, *numbered_insert_params(session_id, events)),
+    ]
+    return _execute_with_events(_COMPLETE_STEP, params, session_id, events)
+
+
+def append_message(message: Message, *, events: list[PendingEvent]) -> None:
+    """The message at the session's next position, with the events, in one statement."""
+    columns, values = insert_values(message)
+    position_index = columns.index('"position"')
+    placeholders = ["%s"] * len(columns)
+    placeholders[position_index] = "numbered.last_message_position"
+    del values[position_index]
+    statement = (
+        f"WITH numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + 1,"  # noqa: S608
+        " last_event_seq = last_event_seq + %s WHERE id = %s"
+        " RETURNING last_message_position, last_event_seq),"
+        f" added AS (INSERT INTO {Message._meta.db_table} ({', '.join(columns)})"
+        f" SELECT {', '.join(placeholders)} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
+    )
+    session_id = message.session_id
+    params = [len(events), session_id, *values, *numbered_insert_params(session_id, events)]
+    if not _execute_with_events(statement, params, session_id, events):
+        raise Session.DoesNotExist(f"session {session_id} does not exist")
+
+
+_FINISH_RUN = (
+    f"WITH finished AS (UPDATE {_RUNS} SET status = %s, version = version + 1, stop_reason = %s,"  # noqa: S608
+    " error = %s, finished_at = %s, lease_owner = '', lease_expires_at = NULL"
+    " WHERE id = %s AND status = %s AND version = %s RETURNING id),"
+    f" closed AS (UPDATE {_STEPS} SET status = %s, version = version + 1, finished_at = %s"
+    " WHERE run_id = %s AND status IN (%s, %s) AND EXISTS (SELECT 1 FROM finished) RETURNING id),"
+    f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
+    " WHERE id = %s AND EXISTS (SELECT 1 FROM finished) RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
+)
+
+
+def finish_run(
+    run: Run,
+    *,
+    to_status: str,
+    stop_reason: str,
+    error: str,
+    finished_at: datetime,
+    events: list[PendingEvent],
+) -> bool:
+    """The run to a terminal state at its version, its open steps cancelled, the events; False if stale."""
+    params = [
+        *(to_status, stop_reason, error, finished_at, run.pk, run.status, run.version),
+        *(StepStatus.CANCELLED, finished_at, run.pk, *_OPEN_STEP_STATUSES),
+        *(len(events), run.session_id, *numbered_insert_params(run.session_id, events)),
+    ]
+    return _execute_with_events(_FINISH_RUN, params, run.session_id, events)
+
+
+def _execute_with_events(
+    statement: str, params: list[Any], session_id: Any, events: list[PendingEvent]
+) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        sequence_numbers = [seq for (seq,) in cursor.fetchall()]
+    if not sequence_numbers:
+        return False
+    announce_on_commit(session_id, events, sequence_numbers)
+    return True
