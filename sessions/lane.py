@@ -28,7 +28,7 @@ from sessions.events import (
 from sessions.models import Message, Run, RunStatus, Session
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
-from tenants.models import Tenant
+from tenants.models import ProviderKey, Tenant
 
 WORKER_IDENTITY = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -245,16 +245,19 @@ def queued_child_run_ids(session_id: UUID) -> list[UUID]:
 def _claimed_run_query() -> str:
     return (
         f"SELECT {column_list(Run, 'r')}, {column_list(Tenant, 't')}, {column_list(Session, 's')},"  # noqa: S608
-        f" {column_list(Message, 'm')}"
+        f" {column_list(Message, 'm')}, {column_list(ProviderKey, 'k')}"
         f" FROM {_RUNS} r JOIN {Tenant._meta.db_table} t ON t.id = r.tenant_id"
         f" JOIN {_SESSIONS} s ON s.id = r.session_id"
         f" LEFT JOIN {Message._meta.db_table} m ON m.id = r.user_message_id"
+        f" LEFT JOIN {ProviderKey._meta.db_table} k"
+        "  ON k.tenant_id = r.tenant_id AND k.provider = r.agent_config->>'model_provider'"
         " WHERE r.id = %s"
     )
 
 
 def _load_claimed_run(run_id: UUID) -> Run | None:
-    """The run with its tenant, session and user message, as the ORM's select_related loads them."""
+    """The run with its tenant, session and user message, as the ORM's select_related loads them,
+    and the tenant's own key for the run's model provider (``Tenant.loaded_provider_keys``)."""
     with connection.cursor() as cursor:
         cursor.execute(_claimed_run_query(), [run_id])
         row = cursor.fetchone()
@@ -263,8 +266,14 @@ def _load_claimed_run(run_id: UUID) -> Run | None:
     run_end = column_count(Run)
     tenant_end = run_end + column_count(Tenant)
     session_end = tenant_end + column_count(Session)
+    message_end = session_end + column_count(Message)
     run = instance_from_row(Run, row[:run_end])
     run.tenant = instance_from_row(Tenant, row[run_end:tenant_end])
     run.session = instance_from_row(Session, row[tenant_end:session_end])
-    run.user_message = None if run.user_message_id is None else instance_from_row(Message, row[session_end:])
+    message_row, key_row = row[session_end:message_end], row[message_end:]
+    run.user_message = None if run.user_message_id is None else instance_from_row(Message, message_row)
+    provider = run.agent_config.get("model_provider")
+    if provider:
+        key = None if key_row[0] is None else instance_from_row(ProviderKey, key_row)
+        run.tenant.loaded_provider_keys = {provider: key}
     return run

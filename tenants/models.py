@@ -34,6 +34,10 @@ class Tenant(models.Model):
     settings = models.JSONField(default=default_tenant_settings, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    # Not a column: the tenant's own provider keys by provider (None: it has none), for the
+    # providers read with the tenant (sessions.lane loads a run's); agents.model_clients uses it.
+    loaded_provider_keys: "dict[str, ProviderKey | None]"
+
     class Meta:
         ordering = ["slug"]
 

@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.db.models import F, Model
 from django.test.utils import CaptureQueriesContext
 
+from agents.model_clients import ProviderAccess, provider_access
 from agents.models import PlanningMode
 from agents.runtime.types import Usage
 from sessions.events import emit_event, events_batched, flush_batched_events
@@ -25,6 +26,7 @@ from sessions.state import (
     run_transition,
     step_transition,
 )
+from tenants.models import ProviderKey
 from tests.conftest import Cast
 from tests.factories import make_agent
 
@@ -310,7 +312,10 @@ def test_a_claimed_run_comes_with_the_objects_the_orm_would_load(cast: Cast) -> 
     message = Message.objects.create(
         tenant=cast.tenant_a, session=session, role="user", content=[{"type": "text", "text": "hi"}]
     )
-    run = make_run(session, user_message=message, agent_config={"model_provider": "offline"})
+    run = make_run(session, user_message=message, agent_config={"model_provider": "anthropic"})
+    ProviderKey.objects.create(
+        tenant=cast.tenant_a, provider="anthropic", api_key="sk-tenant", base_url="http://models.example"
+    )
 
     claimed = run_claim(run_id=run.pk, owner="worker-1")
 
@@ -329,6 +334,11 @@ def test_a_claimed_run_comes_with_the_objects_the_orm_would_load(cast: Cast) -> 
             name: value for name, value in read.items() if name not in stale
         }
     assert claimed.user_message.content == [{"type": "text", "text": "hi"}]
+    # PostgreSQL reads the tenant's key for the run's provider with the run; SQLite asks for it.
+    with CaptureQueriesContext(connection) as reads:
+        access = provider_access(tenant=claimed.tenant, provider="anthropic")
+    assert access == ProviderAccess(api_key="sk-tenant", base_url="http://models.example")
+    assert len(reads) == (0 if connection.vendor == "postgresql" else 1)
 
 
 @pytest.mark.django_db
