@@ -1,5 +1,6 @@
 """Tool-call approvals: the gate the loop asks, and the decisions people (or the TTL) make."""
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -24,14 +25,23 @@ class ToolCallGate:
     approval pause the run until someone decides.
     """
 
-    def __init__(self, run: Run, toolset: RunToolset, *, subagents: SubagentSpawner | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        toolset: RunToolset,
+        *,
+        subagents: SubagentSpawner | None = None,
+        tool_calls_so_far: Callable[[], int] | None = None,
+    ) -> None:
         self.run = run
         self.toolset = toolset
         self.subagents = subagents
+        # The recorder knows how many calls a run made when it started them all itself.
+        self._tool_calls_so_far = tool_calls_so_far or self._count_tool_steps
 
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
         checks: dict[str, ApprovalCheck] = {}
-        calls_so_far = Step.objects.filter(run=self.run, kind=StepKind.TOOL_CALL).count()
+        calls_so_far = self._tool_calls_so_far()
         needing_approval = []
         for index, call in enumerate(calls):
             refusal = self._refusal(call, index=index, calls_so_far=calls_so_far)
@@ -49,6 +59,9 @@ class ToolCallGate:
             ]
             checks.update(self.subagents.check(spawns))
         return checks
+
+    def _count_tool_steps(self) -> int:
+        return Step.objects.filter(run=self.run, kind=StepKind.TOOL_CALL).count()
 
     def _refusal(self, call: ToolCallRequested, *, index: int, calls_so_far: int) -> str | None:
         if index >= self.toolset.max_calls_per_turn:

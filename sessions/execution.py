@@ -115,7 +115,11 @@ def _run_loop(
         tools=tools,
         recorder=recorder,
         model_calls_done=run.model_calls,
-        approvals=ToolCallGate(run, toolset, subagents=subagents) if is_tool_use else None,
+        approvals=(
+            ToolCallGate(run, toolset, subagents=subagents, tool_calls_so_far=recorder.tool_calls_so_far)
+            if is_tool_use
+            else None
+        ),
     )
     _record_loop_result(run, result, subagents)
 

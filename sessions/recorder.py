@@ -55,6 +55,10 @@ class DjangoRunRecorder:
         self.deadline = deadline
         self._steps: dict[str, Step] = {}
         self._next_step_index = Step.objects.filter(run=run).count()
+        # A run with no steps yet (not a replay): what it did is all known here, no need to ask.
+        self._is_first_pass = self._next_step_index == 0
+        self._tool_calls_started = 0
+        self._tool_results: dict[str, ToolOutcome] = {}
         # The claim just took the lease: the first re-read can wait a full interval.
         self._last_check = time.monotonic()
         self._stop_reason: StopRequestReason | None = None
@@ -78,6 +82,7 @@ class DjangoRunRecorder:
             started_at=timezone.now(),
         )
         self._next_step_index += 1
+        self._tool_calls_started += kind == "tool_call"
         self._steps[str(step.pk)] = step
         self.emit("step.started", {"step_id": str(step.pk), "index": step.index, "kind": kind})
         return str(step.pk)
@@ -87,7 +92,14 @@ class DjangoRunRecorder:
         tokens = _usage_fields(usage)
         if connection.vendor == "postgresql":
             self._complete_step_in_one_statement(step, output=output, tokens=tokens)
-            return
+        else:
+            self._complete_step_with_orm(step, output=output, tokens=tokens)
+        if step.kind == "tool_call":
+            self._tool_results[step.tool_call_id] = ToolOutcome(
+                content=str(output.get("content", "")), is_error=bool(output.get("is_error"))
+            )
+
+    def _complete_step_with_orm(self, step: Step, *, output: dict[str, Any], tokens: dict[str, int]) -> None:
         with transaction.atomic():
             step_transition(
                 step,
@@ -103,7 +115,12 @@ class DjangoRunRecorder:
                 Run.objects.filter(pk=self.run.pk).update(**run_update)
             self.emit(
                 "step.completed",
-                {"step_id": step_id, "index": step.index, "kind": step.kind, "status": StepStatus.COMPLETED},
+                {
+                    "step_id": str(step.pk),
+                    "index": step.index,
+                    "kind": step.kind,
+                    "status": StepStatus.COMPLETED,
+                },
             )
             flush_batched_events()  # the step's events commit with it
 
@@ -181,7 +198,15 @@ class DjangoRunRecorder:
         """Store the snapshot later runs start their context from (sessions.compaction)."""
         compaction_snapshot_create(session=self.run.session, run=self.run, record=record)
 
+    def tool_calls_so_far(self) -> int:
+        """Tool calls this run has started, replays included (the per-run cap counts them)."""
+        if self._is_first_pass:
+            return self._tool_calls_started
+        return Step.objects.filter(run=self.run, kind="tool_call").count()
+
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
+        if self._is_first_pass:
+            return self._tool_results.get(tool_call_id)
         step = Step.objects.filter(
             run=self.run, kind="tool_call", tool_call_id=tool_call_id, status=StepStatus.COMPLETED
         ).first()
