@@ -1,12 +1,14 @@
 """The Django-backed ``RunRecorder``: steps, transcript and events of one run, stored."""
 
+import logging
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -31,6 +33,8 @@ from sessions.events import (
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
 from sessions.sequences import next_session_number
 from sessions.state import StaleTransition, require_step_transition, step_transition
+
+logger = logging.getLogger(__name__)
 
 # Events whose data can carry a model's tool arguments (which may hold secrets).
 ARGUMENT_BEARING_EVENTS = frozenset({"tool.call", "message.completed", "approval.required"})
@@ -62,9 +66,33 @@ class DjangoRunRecorder:
         # The claim just took the lease: the first re-read can wait a full interval.
         self._last_check = time.monotonic()
         self._stop_reason: StopRequestReason | None = None
+        # PostgreSQL: steps started inside a batch, inserted with the batch's events at its end.
+        self._batch_depth = 0
+        self._unsaved_steps: list[Step] = []
 
-    def batch(self) -> AbstractContextManager[None]:
-        return events_batched()
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        with events_batched():
+            self._batch_depth += 1
+            try:
+                yield
+            except BaseException:
+                self._save_steps_after_failure()  # the batch's stored events name these steps
+                raise
+            finally:
+                self._batch_depth -= 1
+            if self._batch_depth == 0 and self._unsaved_steps:
+                steps, self._unsaved_steps = self._unsaved_steps, []
+                recorder_sql.insert_steps(steps, events=take_batched_events(self.run.session_id))
+
+    def _save_steps_after_failure(self) -> None:
+        """Keep the steps if the database still can; never hide the error that ended the batch."""
+        steps, self._unsaved_steps = self._unsaved_steps, []
+        try:
+            for step in steps:
+                step.save(force_insert=True)
+        except DatabaseError:
+            logger.warning("could not store %d steps of a failed batch", len(steps), exc_info=True)
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         if event_type in ARGUMENT_BEARING_EVENTS:
@@ -72,7 +100,7 @@ class DjangoRunRecorder:
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
-        step = Step.objects.create(
+        step = Step(
             run=self.run,
             index=self._next_step_index,
             kind=kind,
@@ -81,6 +109,10 @@ class DjangoRunRecorder:
             tool_call_id=str(input.get("tool_call_id", "")),
             started_at=timezone.now(),
         )
+        if self._batch_depth and connection.vendor == "postgresql":
+            self._unsaved_steps.append(step)  # inserted with the batch's events (batch)
+        else:
+            step.save(force_insert=True)
         self._next_step_index += 1
         self._tool_calls_started += kind == "tool_call"
         self._steps[str(step.pk)] = step

@@ -77,6 +77,25 @@ def append_message(message: Message, *, events: list[PendingEvent]) -> None:
         raise Session.DoesNotExist(f"session {session_id} does not exist")
 
 
+def insert_steps(steps: list[Step], *, events: list[PendingEvent]) -> None:
+    """New steps and the events that announce them, in one statement."""
+    rows = [insert_values(step) for step in steps]
+    columns = rows[0][0]
+    values_sql = ", ".join("(" + ", ".join(["%s"] * len(columns)) + ")" for _ in rows)
+    statement = (
+        f"WITH added AS (INSERT INTO {_STEPS} ({', '.join(columns)}) VALUES {values_sql} RETURNING id),"  # noqa: S608
+        f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
+        " WHERE id = %s RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
+    )
+    session_id = steps[0].run.session_id
+    params = [value for _, values in rows for value in values]
+    params += [len(events), session_id, *numbered_insert_params(session_id, events)]
+    if not _execute_with_events(statement, params, session_id, events):
+        raise Session.DoesNotExist(f"session {session_id} does not exist")
+    for step in steps:
+        step._state.adding, step._state.db = False, "default"
+
+
 _FINISH_RUN = (
     f"WITH finished AS (UPDATE {_RUNS} SET status = %s, version = version + 1, stop_reason = %s,"  # noqa: S608
     " error = %s, finished_at = %s, lease_owner = '', lease_expires_at = NULL"

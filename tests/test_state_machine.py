@@ -183,6 +183,42 @@ def test_finishing_a_run_cancels_its_open_steps_and_audits_the_move_then_the_end
 
 
 @pytest.mark.django_db
+def test_steps_started_in_a_batch_are_stored_with_its_events(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+
+    with CaptureQueriesContext(connection) as writes, recorder.batch():
+        first = recorder.start_step(kind="tool_call", input={"tool_call_id": "a"})
+        second = recorder.start_step(kind="tool_call", input={"tool_call_id": "b"})
+        recorder.emit("tool.call", {"tool_call_id": "a", "name": "calculator", "arguments": {}})
+
+    steps = list(Step.objects.filter(run=run).order_by("index").values_list("id", "index", "status"))
+    assert steps == [(uuid.UUID(first), 0, StepStatus.RUNNING), (uuid.UUID(second), 1, StepStatus.RUNNING)]
+    assert [event_type for _seq, event_type, _data in session_events(session)] == [
+        "step.started",
+        "step.started",
+        "tool.call",
+    ]
+    # PostgreSQL: the rows and their events in one statement; SQLite: each step, then the events.
+    assert len(writes) == (1 if connection.vendor == "postgresql" else 4)
+
+
+@pytest.mark.django_db
+def test_a_step_started_in_a_batch_that_raises_is_still_stored_with_its_event(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+
+    with pytest.raises(RuntimeError, match="boom"), recorder.batch():
+        step_id = recorder.start_step(kind="model_call", input={})
+        raise RuntimeError("boom")
+
+    assert Step.objects.filter(pk=step_id, status=StepStatus.RUNNING).count() == 1
+    assert [event_type for _seq, event_type, _data in session_events(session)] == ["step.started"]
+
+
+@pytest.mark.django_db
 def test_a_stale_step_completion_writes_nothing(cast: Cast) -> None:
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
