@@ -21,7 +21,7 @@ from agents.runtime.types import (
     Usage,
 )
 from core.redaction import redact_tool_arguments
-from sessions import recorder_sql
+from sessions import one_statement
 from sessions.compaction import compaction_snapshot_create
 from sessions.events import (
     PendingEvent,
@@ -83,7 +83,7 @@ class DjangoRunRecorder:
                 self._batch_depth -= 1
             if self._batch_depth == 0 and self._unsaved_steps:
                 steps, self._unsaved_steps = self._unsaved_steps, []
-                recorder_sql.insert_steps(steps, events=take_batched_events(self.run.session_id))
+                one_statement.insert_steps(steps, events=take_batched_events(self.run.session_id))
 
     def _save_steps_after_failure(self) -> None:
         """Keep the steps if the database still can; never hide the error that ended the batch."""
@@ -171,7 +171,7 @@ class DjangoRunRecorder:
             *take_batched_events(self.run.session_id),
             PendingEvent(self.run.session_id, self.run.pk, "step.completed", data, now),
         ]
-        is_completed = recorder_sql.complete_step(
+        is_completed = one_statement.complete_step(
             step,
             output=redact_tool_arguments(output),
             finished_at=now,
@@ -210,7 +210,7 @@ class DjangoRunRecorder:
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
             )
-            recorder_sql.append_message(stored, events=events)
+            one_statement.append_message(stored, events=events)
             return
         with transaction.atomic():
             position = next_session_number(session_id=self.run.session_id, counter="last_message_position")

@@ -6,12 +6,13 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from sessions import one_statement
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
-from sessions.events import emit_event
+from sessions.events import PendingEvent, emit_event
 from sessions.execution import run_finish
 from sessions.models import (
     IdempotencyRecord,
@@ -151,6 +152,22 @@ def session_post_message(
     if lane.active_run_id is not None and multitask == "reject":
         raise LaneBusy(lane.active_run_id)
     check_post_message_quotas(actor=actor)
+    if connection.vendor == "postgresql" and not idempotency_key:
+        message, run = _store_message_and_run_in_one_statement(
+            actor=actor, session=session, content=content, lane=lane
+        )
+    else:
+        message, run = _store_message_and_run_with_orm(
+            actor=actor, session=session, content=content, idempotency_key=idempotency_key, lane=lane
+        )
+    if lane.active_run_id is not None and multitask == "interrupt":
+        _interrupt_lane(actor=actor, session=session, new_run=run)
+    return message, run
+
+
+def _store_message_and_run_with_orm(
+    *, actor: Actor, session: Session, content: str, idempotency_key: str | None, lane: LaneState
+) -> tuple[Message, Run]:
     try:
         with transaction.atomic():
             message, run = _store_message_and_run(
@@ -171,8 +188,26 @@ def session_post_message(
         if repeat is None:
             raise
         return repeat
-    if lane.active_run_id is not None and multitask == "interrupt":
-        _interrupt_lane(actor=actor, session=session, new_run=run)
+    return message, run
+
+
+def _store_message_and_run_in_one_statement(
+    *, actor: Actor, session: Session, content: str, lane: LaneState
+) -> tuple[Message, Run]:
+    """PostgreSQL: what the ORM version writes, in one statement (what every message waits for)."""
+    run_id = uuid.uuid4()
+    message = Message(
+        tenant_id=session.tenant_id,
+        session=session,
+        position=None,
+        role=MessageRole.USER,
+        content=[{"type": "text", "text": content}],
+        run_id=run_id,
+    )
+    run = _new_queued_run(actor=actor, session=session, user_message=message, run_id=run_id)
+    queued = PendingEvent(session.pk, run.pk, "run.queued", _queued_data(run), timezone.now())
+    one_statement.store_message_and_run(message, run, title=_title_from(content), events=[queued])
+    _enqueue_on_commit(run, lane_is_idle=lane.is_idle)
     return message, run
 
 
@@ -194,10 +229,15 @@ def _store_message_and_run(
         actor=actor, session=session, user_message=message, run_id=run_id, lane_is_idle=lane_is_idle
     )
     if not session.title:
-        Session.objects.filter(pk=session.pk).update(title=content.strip()[:80], updated_at=timezone.now())
+        Session.objects.filter(pk=session.pk).update(title=_title_from(content), updated_at=timezone.now())
     else:
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
     return message, run
+
+
+def _title_from(content: str) -> str:
+    """A session without a title is named after its first message."""
+    return content.strip()[:80]
 
 
 def _queue_run(
@@ -209,7 +249,24 @@ def _queue_run(
     run_id: uuid.UUID | None = None,
     lane_is_idle: bool = False,
 ) -> Run:
-    run = Run.objects.create(
+    run = _new_queued_run(
+        actor=actor, session=session, user_message=user_message, run_id=run_id, retry_of=retry_of
+    )
+    run.save(force_insert=True)
+    emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued", data=_queued_data(run))
+    _enqueue_on_commit(run, lane_is_idle=lane_is_idle)
+    return run
+
+
+def _new_queued_run(
+    *,
+    actor: Actor,
+    session: Session,
+    user_message: Message,
+    run_id: uuid.UUID | None = None,
+    retry_of: Run | None = None,
+) -> Run:
+    return Run(
         id=run_id or uuid.uuid4(),
         tenant_id=session.tenant_id,
         session=session,
@@ -220,15 +277,20 @@ def _queue_run(
         status=RunStatus.QUEUED,
         retry_of=retry_of,
     )
-    data = {"message_id": str(user_message.pk)}
-    if retry_of is not None:
-        data["retry_of"] = str(retry_of.pk)
-    emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued", data=data)
+
+
+def _queued_data(run: Run) -> dict[str, str]:
+    data = {"message_id": str(run.user_message_id)}
+    if run.retry_of_id is not None:
+        data["retry_of"] = str(run.retry_of_id)
+    return data
+
+
+def _enqueue_on_commit(run: Run, *, lane_is_idle: bool) -> None:
     if lane_is_idle:
         enqueue_run_on_commit(run_id=run.pk)  # no lane to consult: skip the dispatch's reads
     else:
-        dispatch_on_commit(session_id=session.pk)
-    return run
+        dispatch_on_commit(session_id=run.session_id)
 
 
 def _interrupt_lane(*, actor: Actor, session: Session, new_run: Run) -> None:

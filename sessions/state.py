@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions import recorder_sql
+from sessions import one_statement
 from sessions.events import PendingEvent, emit_event, events_batched, flush_batched_events
 from sessions.models import Run, RunStatus, Step, StepStatus
 
@@ -108,7 +108,7 @@ def run_transition_to_end_in_one_statement(
     now = timezone.now()
     audit = transition_audit(from_status, to_status, actor=actor, stop_reason=stop_reason)
     events = [PendingEvent(run.session_id, run.pk, "run.status", audit, now), then]
-    if not recorder_sql.finish_run(
+    if not one_statement.finish_run(
         run, to_status=to_status, stop_reason=stop_reason, error=error, finished_at=now, events=events
     ):
         raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")

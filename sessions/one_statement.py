@@ -1,7 +1,8 @@
-"""PostgreSQL: a run's hot writes with their events, one statement each.
+"""PostgreSQL: the hot writes of a message and its run, with their events, one statement each.
 
-A run is a handful of writes (a step ends, a message joins the transcript, the run ends),
-each with the events that describe it. Through the ORM each was a transaction of four or five
+Posting stores a message, a queued run and its event; a run is a handful of writes (steps
+start and end, messages join the transcript, the run ends), each with the events that
+describe it. Through the ORM each was a transaction of four or five
 statements; here each is one statement whose CTEs change the rows, then number and insert the
 events, so the events commit with exactly the rows they describe (and not at all when a
 conditional update loses). SQLite keeps the ORM versions in ``sessions.recorder`` and
@@ -33,6 +34,28 @@ _COMPLETE_STEP = (
     f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
     " WHERE id = %s AND EXISTS (SELECT 1 FROM done) RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
 )
+
+
+def store_message_and_run(message: Message, run: Run, *, title: str, events: list[PendingEvent]) -> None:
+    """A posted message, its queued run and their events; the session titled if it has no title."""
+    message_columns, message_values = insert_values(message)
+    run_columns, run_values = insert_values(run)
+    statement = (
+        f"WITH added_message AS (INSERT INTO {Message._meta.db_table} ({', '.join(message_columns)})"  # noqa: S608
+        f" VALUES ({', '.join(['%s'] * len(message_columns))}) RETURNING id),"
+        f" added_run AS (INSERT INTO {_RUNS} ({', '.join(run_columns)})"
+        f" VALUES ({', '.join(['%s'] * len(run_columns))}) RETURNING id),"
+        f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s, updated_at = %s,"
+        " title = CASE WHEN title = '' THEN %s ELSE title END WHERE id = %s RETURNING last_event_seq)"
+        + NUMBERED_EVENTS_INSERT
+    )
+    session_id = run.session_id
+    params = [*message_values, *run_values, len(events), run.created_at, title, session_id]
+    params += numbered_insert_params(session_id, events)
+    if not _execute_with_events(statement, params, session_id, events):
+        raise Session.DoesNotExist(f"session {session_id} does not exist")
+    for instance in (message, run):
+        instance._state.adding, instance._state.db = False, "default"
 
 
 def complete_step(
