@@ -3,10 +3,13 @@ filtered by the agent's tool policy as it was when the run was created."""
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from agents.models import Agent
+from core.rows import column_count, column_list, instance_from_row
+from mcp_servers.models import McpServer
 from sessions.models import Run
 from tenants.models import Role
 from tools.builtins import load_builtin_tools
@@ -111,10 +114,33 @@ class RunToolset:
 
 
 def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
-    candidates = Tool.objects.filter(tenant__isnull=True) | Tool.objects.filter(
-        tenant_id=tenant_id, pk__in=assigned
+    """The built-ins and the tenant's assigned tools, each with its MCP server, in one statement.
+
+    Every run starts here, so the statement is written out (``tests/tools`` pins it to the ORM's
+    ``Tool.objects.filter(...).select_related("mcp_server")``).
+    """
+    pk = Tool._meta.pk
+    assert pk is not None
+    assigned_ids = [pk.get_db_prep_value(UUID(tool_id), connection) for tool_id in sorted(assigned)]
+    statement = (
+        f"SELECT {column_list(Tool, 't')}, {column_list(McpServer, 'm')}"  # noqa: S608
+        f" FROM {Tool._meta.db_table} t LEFT JOIN {McpServer._meta.db_table} m ON m.id = t.mcp_server_id"
+        " WHERE t.tenant_id IS NULL"
     )
-    return list(candidates.select_related("mcp_server"))
+    params: list[Any] = []
+    if assigned_ids:
+        statement += f" OR (t.tenant_id = %s AND t.id IN ({', '.join(['%s'] * len(assigned_ids))}))"
+        params = [Tool._meta.get_field("tenant").get_db_prep_value(tenant_id, connection), *assigned_ids]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    tool_end = column_count(Tool)
+    tools = []
+    for row in rows:
+        tool = instance_from_row(Tool, row[:tool_end])
+        tool.mcp_server = None if tool.mcp_server_id is None else instance_from_row(McpServer, row[tool_end:])
+        tools.append(tool)
+    return tools
 
 
 _builtins_synced_in_this_process = False
