@@ -3,12 +3,12 @@
 import logging
 import time
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents.model_clients import ProviderNotConfigured, model_client_for
@@ -22,6 +22,7 @@ from agents.runtime.types import (
     ToolProvider,
     ToolSpec,
 )
+from core.rows import field_value
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
@@ -56,8 +57,8 @@ LOOP_OUTCOMES: dict[str, tuple[str, str]] = {
 }
 
 
-def run_execute(*, run_id: UUID) -> UUID | None:
-    """Execute the run if it can be claimed; returns its session id, or None when not claimed."""
+def run_execute(*, run_id: UUID) -> Run | None:
+    """Execute the run if it can be claimed; returns it, or None when it was not claimed."""
     owner = new_lease_owner()
     run = run_claim(run_id=run_id, owner=owner)
     if run is None:
@@ -72,7 +73,7 @@ def run_execute(*, run_id: UUID) -> UUID | None:
             stop_reason=StopReason.ERROR,
             error=f"{type(error).__name__}: {error}",
         )
-    return run.session_id
+    return run
 
 
 def _execute_claimed(run: Run, *, owner: str) -> None:
@@ -281,19 +282,34 @@ _FIXED_RUN_FIELDS = frozenset(
 )
 
 
-def _reread_changing_fields(run: Run) -> bool:
-    """Refresh what may have changed since ``run`` was read; returns whether it has children."""
-    names = [field.attname for field in Run._meta.concrete_fields if field.name not in _FIXED_RUN_FIELDS]
-    row = (
-        Run.objects.filter(pk=run.pk)
-        .annotate(has_children=Exists(Run.objects.filter(parent_run=OuterRef("pk"))))
-        .values_list(*names, "has_children")
-        .first()
+_CHANGING_RUN_FIELDS = [field for field in Run._meta.concrete_fields if field.name not in _FIXED_RUN_FIELDS]
+
+
+@cache
+def _reread_query() -> str:
+    columns = ", ".join(f'r."{field.column}"' for field in _CHANGING_RUN_FIELDS)
+    runs = Run._meta.db_table
+    return (
+        f"SELECT {columns}, EXISTS (SELECT 1 FROM {runs} c WHERE c.parent_run_id = r.id)"  # noqa: S608
+        f" FROM {runs} r WHERE r.id = %s"
     )
+
+
+def _reread_changing_fields(run: Run) -> bool:
+    """Refresh what may have changed since ``run`` was read; returns whether it has children.
+
+    Every run ends here: one hand-written statement (``tests/test_state_machine.py`` finishes
+    runs on both databases).
+    """
+    pk = Run._meta.pk
+    assert pk is not None
+    with connection.cursor() as cursor:
+        cursor.execute(_reread_query(), [pk.get_db_prep_value(run.pk, connection)])
+        row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run.pk} was deleted")
-    for name, value in zip(names, row, strict=False):
-        setattr(run, name, value)
+    for field, value in zip(_CHANGING_RUN_FIELDS, row, strict=False):
+        setattr(run, field.attname, field_value(Run, field.name, value))
     return bool(row[-1])
 
 

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, When
+from django.db.models import Case, Q, When
 from django.utils import timezone
 
 from core.rows import column_count, column_list, instance_from_row
@@ -232,13 +232,23 @@ def _place_user_message(run: Run) -> None:
         message.save(update_fields=["position"])
 
 
-def queued_child_run_ids(session_id: UUID) -> list[UUID]:
-    """Executor runs of the session waiting for a worker; they start at once, beside their parent."""
-    return list(
-        Run.objects.filter(session_id=session_id, status=RunStatus.QUEUED, parent_run__isnull=False)
+def runs_to_dispatch(session_id: UUID) -> tuple[list[UUID], UUID | None]:
+    """In one query: the session's queued executor runs (they start at once, beside their parent)
+    and its lane's next run, as ``next_runnable_run_id`` picks it."""
+    rows = list(
+        Run.objects.filter(session_id=session_id)
+        .filter(
+            Q(parent_run__isnull=False, status=RunStatus.QUEUED)
+            | Q(parent_run__isnull=True, status__in=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED])
+        )
         .order_by("created_at", "id")
-        .values_list("id", flat=True)
+        .values_list("id", "status", "parent_run_id")
     )
+    children = [run_id for run_id, _status, parent_id in rows if parent_id is not None]
+    lane = [(run_id, status) for run_id, status, parent_id in rows if parent_id is None]
+    if any(status in ACTIVE_RUN_STATUSES for _run_id, status in lane) or not lane:
+        return children, None
+    return children, lane[0][0]
 
 
 @cache

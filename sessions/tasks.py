@@ -11,27 +11,25 @@ from django_q.brokers import Broker, get_broker
 from django_q.tasks import async_task
 
 from sessions.execution import run_execute
-from sessions.lane import next_runnable_run_id, queued_child_run_ids
-from sessions.models import Run
+from sessions.lane import runs_to_dispatch
 from sessions.planning.delivery import parent_resume_when_children_done
 
 
 def execute_run(run_id: str) -> None:
     """Run one agent run to its end. Idempotent: a run that is not queued is left alone."""
-    session_id = run_execute(run_id=UUID(run_id))
-    if session_id is None:
+    run = run_execute(run_id=UUID(run_id))
+    if run is None:
         return
-    parent_id = Run.objects.filter(pk=run_id).values_list("parent_run_id", flat=True).first()
-    if parent_id is not None:
-        parent_resume_when_children_done(parent_id=parent_id)
-    run_dispatch_next(session_id=session_id)
+    if run.parent_run_id is not None:
+        parent_resume_when_children_done(parent_id=run.parent_run_id)
+    run_dispatch_next(session_id=run.session_id)
 
 
 def run_dispatch_next(*, session_id: UUID) -> UUID | None:
     """Enqueue the task for the session's next run, when its lane is free, and its queued executors."""
-    for child_id in queued_child_run_ids(session_id):
+    children, run_id = runs_to_dispatch(session_id)
+    for child_id in children:
         async_task(execute_run, str(child_id), task_name=f"run-{child_id}")
-    run_id = next_runnable_run_id(session_id)
     if run_id is not None:
         async_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=_broker())
     return run_id
