@@ -17,6 +17,7 @@ from django.db.models import Case, Q, When
 from django.utils import timezone
 
 from core.rows import column_count, column_list, instance_from_row
+from memory.models import Memory, MemoryStatus
 from sessions.events import (
     NUMBERED_EVENTS_INSERT,
     PendingEvent,
@@ -25,7 +26,7 @@ from sessions.events import (
     events_batched,
     numbered_insert_params,
 )
-from sessions.models import Message, Run, RunStatus, Session
+from sessions.models import Message, Run, RunPrefetch, RunStatus, Session, Step
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
 from tenants.models import ProviderKey, Tenant
@@ -255,7 +256,10 @@ def runs_to_dispatch(session_id: UUID) -> tuple[list[UUID], UUID | None]:
 def _claimed_run_query() -> str:
     return (
         f"SELECT {column_list(Run, 'r')}, {column_list(Tenant, 't')}, {column_list(Session, 's')},"  # noqa: S608
-        f" {column_list(Message, 'm')}, {column_list(ProviderKey, 'k')}"
+        f" {column_list(Message, 'm')}, {column_list(ProviderKey, 'k')},"
+        f" (SELECT COUNT(*) FROM {Step._meta.db_table} st WHERE st.run_id = r.id),"
+        f" EXISTS (SELECT 1 FROM {Memory._meta.db_table} mem"
+        f"  WHERE mem.agent_id = r.agent_id AND mem.status = '{MemoryStatus.ACTIVE}')"
         f" FROM {_RUNS} r JOIN {Tenant._meta.db_table} t ON t.id = r.tenant_id"
         f" JOIN {_SESSIONS} s ON s.id = r.session_id"
         f" LEFT JOIN {Message._meta.db_table} m ON m.id = r.user_message_id"
@@ -280,10 +284,11 @@ def _load_claimed_run(run_id: UUID) -> Run | None:
     run = instance_from_row(Run, row[:run_end])
     run.tenant = instance_from_row(Tenant, row[run_end:tenant_end])
     run.session = instance_from_row(Session, row[tenant_end:session_end])
-    message_row, key_row = row[session_end:message_end], row[message_end:]
+    message_row, key_row = row[session_end:message_end], row[message_end:-2]
     run.user_message = None if run.user_message_id is None else instance_from_row(Message, message_row)
     provider = run.agent_config.get("model_provider")
     if provider:
         key = None if key_row[0] is None else instance_from_row(ProviderKey, key_row)
         run.tenant.loaded_provider_keys = {provider: key}
+    run.prefetched = RunPrefetch(step_count=row[-2], agent_has_active_memories=bool(row[-1]))
     return run

@@ -1,6 +1,7 @@
 """Sessions, messages, runs, steps and run events (DESIGN.md sections 2-4)."""
 
 import uuid
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import models
@@ -102,6 +103,12 @@ class RunRoute(models.TextChoices):
     COMPLEX = "complex"
 
 
+@dataclass(frozen=True)
+class RunPrefetch:
+    step_count: int  # steps stored so far (0: a first pass, not a replay)
+    agent_has_active_memories: bool
+
+
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
@@ -144,6 +151,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    # Not a column: facts a worker read with the claimed run (sessions.lane), so its setup
+    # need not ask again.
+    prefetched: "RunPrefetch"
 
     class Meta:
         ordering = ["-created_at"]

@@ -58,7 +58,10 @@ class DjangoRunRecorder:
         # time.monotonic() value after which the run has exceeded its wall-clock limit.
         self.deadline = deadline
         self._steps: dict[str, Step] = {}
-        self._next_step_index = Step.objects.filter(run=run).count()
+        prefetched = run.__dict__.get("prefetched")
+        self._next_step_index = (
+            prefetched.step_count if prefetched is not None else Step.objects.filter(run=run).count()
+        )
         # A run with no steps yet (not a replay): what it did is all known here, no need to ask.
         self._is_first_pass = self._next_step_index == 0
         self._tool_calls_started = 0

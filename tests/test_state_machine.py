@@ -12,10 +12,11 @@ from django.test.utils import CaptureQueriesContext
 from agents.model_clients import ProviderAccess, provider_access
 from agents.models import PlanningMode
 from agents.runtime.types import Usage
+from memory.models import MemoryStatus
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.execution import run_finish
 from sessions.lane import new_lease_owner, run_claim
-from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
+from sessions.models import Message, Run, RunEvent, RunPrefetch, RunStatus, Session, Step, StepStatus
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import (
     RUN_TRANSITIONS,
@@ -29,6 +30,7 @@ from sessions.state import (
 from tenants.models import ProviderKey
 from tests.conftest import Cast
 from tests.factories import make_agent
+from tests.memory.factories import make_memory
 
 S = RunStatus
 ALLOWED_RUN_MOVES = [(source, target) for source, targets in RUN_TRANSITIONS.items() for target in targets]
@@ -375,6 +377,29 @@ def test_a_claimed_run_comes_with_the_objects_the_orm_would_load(cast: Cast) -> 
         access = provider_access(tenant=claimed.tenant, provider="anthropic")
     assert access == ProviderAccess(api_key="sk-tenant", base_url="http://models.example")
     assert len(reads) == (0 if connection.vendor == "postgresql" else 1)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("memory_status", [None, MemoryStatus.ARCHIVED, MemoryStatus.ACTIVE])
+def test_a_claimed_run_knows_its_step_count_and_whether_its_agent_has_memories(
+    cast: Cast, memory_status: str | None
+) -> None:
+    """PostgreSQL reads both with the claimed run; the setup then skips those questions."""
+    session = make_session(cast)
+    if memory_status is not None:
+        make_memory(agent=session.agent, content="likes tea", status=memory_status)
+    run = make_run(session)
+    Step.objects.create(run=run, index=0, kind="model_call", status=StepStatus.COMPLETED)
+
+    claimed = run_claim(run_id=run.pk, owner="worker-1")
+
+    assert claimed is not None
+    if connection.vendor != "postgresql":
+        assert "prefetched" not in claimed.__dict__  # SQLite's setup asks the database
+        return
+    has_memories = memory_status == MemoryStatus.ACTIVE
+    assert claimed.prefetched == RunPrefetch(step_count=1, agent_has_active_memories=has_memories)
+    assert DjangoRunRecorder(claimed, lease_owner="worker-1", deadline=None)._next_step_index == 1
 
 
 @pytest.mark.django_db
