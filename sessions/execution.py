@@ -32,6 +32,7 @@ from sessions.models import Message, Run, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import (
+    RUN_TRANSITIONS,
     TERMINAL_EVENT_TYPES,
     TERMINAL_RUN_STATUSES,
     StaleTransition,
@@ -241,7 +242,7 @@ def _record_loop_result(run: Run, result: LoopResult, subagents: SubagentSpawner
         _pause_for_subagents(run, subagents.requests if subagents is not None else [])
         return
     status, stop_reason = LOOP_OUTCOMES[result.stop_reason]
-    run_finish(run, status=status, stop_reason=stop_reason, error=result.error or "")
+    run_finish(run, status=status, stop_reason=stop_reason, error=result.error or "", is_current=True)
 
 
 def _pause_for_approval(run: Run) -> None:
@@ -264,6 +265,14 @@ def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
     except StaleTransition:
         pass  # a cancel moved the run while it paused: no child was started
     run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+
+
+def _finish_in_one_statement(run: Run, *, target: str, stop_reason: str, error: str, actor: str) -> Run:
+    data = _ending_data(run, target, stop_reason, error)
+    ending = PendingEvent(run.session_id, run.pk, TERMINAL_EVENT_TYPES[target], data, timezone.now())
+    return run_transition_to_end_in_one_statement(
+        run, target, actor=actor, stop_reason=stop_reason, error=error[:10_000], then=ending
+    )
 
 
 def _ending_data(run: Run, status: str, stop_reason: str, error: str) -> dict[str, Any]:
@@ -331,8 +340,28 @@ def _tree_usage_record(run: Run) -> dict[str, Any]:
 USAGE_FIELDS = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"]
 
 
-def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", actor: str = "system") -> Run:
-    """Move the run to a terminal state and announce it; a run already finished is left alone."""
+def run_finish(
+    run: Run,
+    *,
+    status: str,
+    stop_reason: str,
+    error: str = "",
+    actor: str = "system",
+    is_current: bool = False,
+) -> Run:
+    """Move the run to a terminal state and announce it; a run already finished is left alone.
+
+    ``is_current``: ``run`` is as its worker left it (its recorder keeps the totals), so on
+    PostgreSQL the end is first tried without reading the run again; a run that moved on meanwhile
+    (a cancel) or has children is read again and finished from there.
+    """
+    if is_current and connection.vendor == "postgresql" and status in RUN_TRANSITIONS[run.status]:
+        try:
+            return _finish_in_one_statement(
+                run, target=status, stop_reason=stop_reason, error=error, actor=actor
+            )
+        except StaleTransition:
+            pass
     for _ in range(3):
         has_children = _reread_changing_fields(run)
         if run.status in TERMINAL_RUN_STATUSES:
@@ -342,15 +371,8 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
             target, stop_reason = RunStatus.CANCELLED, StopReason.CANCELLED
         try:
             if connection.vendor == "postgresql" and not (run.parent_run_id is None and has_children):
-                ending = PendingEvent(
-                    run.session_id,
-                    run.pk,
-                    TERMINAL_EVENT_TYPES[target],
-                    _ending_data(run, target, stop_reason, error),
-                    timezone.now(),
-                )
-                return run_transition_to_end_in_one_statement(
-                    run, target, actor=actor, stop_reason=stop_reason, error=error[:10_000], then=ending
+                return _finish_in_one_statement(
+                    run, target=target, stop_reason=stop_reason, error=error, actor=actor
                 )
             with transaction.atomic(), events_batched():
                 run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)

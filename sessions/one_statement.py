@@ -122,7 +122,8 @@ def insert_steps(steps: list[Step], *, events: list[PendingEvent]) -> None:
 _FINISH_RUN = (
     f"WITH finished AS (UPDATE {_RUNS} SET status = %s, version = version + 1, stop_reason = %s,"  # noqa: S608
     " error = %s, finished_at = %s, lease_owner = '', lease_expires_at = NULL"
-    " WHERE id = %s AND status = %s AND version = %s RETURNING id),"
+    " WHERE id = %s AND status = %s AND version = %s"
+    f" AND NOT EXISTS (SELECT 1 FROM {_RUNS} child WHERE child.parent_run_id = %s) RETURNING id),"
     f" closed AS (UPDATE {_STEPS} SET status = %s, version = version + 1, finished_at = %s"
     " WHERE run_id = %s AND status IN (%s, %s) AND EXISTS (SELECT 1 FROM finished) RETURNING id),"
     f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
@@ -139,9 +140,12 @@ def finish_run(
     finished_at: datetime,
     events: list[PendingEvent],
 ) -> bool:
-    """The run to a terminal state at its version, its open steps cancelled, the events; False if stale."""
+    """The run to a terminal state at its version, its open steps cancelled, the events.
+
+    False (nothing written) when the run moved on or has children: a parent's end adds their usage.
+    """
     params = [
-        *(to_status, stop_reason, error, finished_at, run.pk, run.status, run.version),
+        *(to_status, stop_reason, error, finished_at, run.pk, run.status, run.version, run.pk),
         *(StepStatus.CANCELLED, finished_at, run.pk, *_OPEN_STEP_STATUSES),
         *(len(events), run.session_id, *numbered_insert_params(run.session_id, events)),
     ]

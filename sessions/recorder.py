@@ -129,6 +129,10 @@ class DjangoRunRecorder:
             self._complete_step_in_one_statement(step, output=output, tokens=tokens)
         else:
             self._complete_step_with_orm(step, output=output, tokens=tokens)
+        # The run in memory keeps the totals the database now holds (run_finish announces them).
+        for name, value in tokens.items():
+            setattr(self.run, name, getattr(self.run, name) + value)
+        self.run.model_calls += step.kind == "model_call"
         if step.kind == "tool_call":
             self._tool_results[step.tool_call_id] = ToolOutcome(
                 content=str(output.get("content", "")), is_error=bool(output.get("is_error"))

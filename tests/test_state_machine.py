@@ -221,6 +221,46 @@ def test_a_step_started_in_a_batch_that_raises_is_still_stored_with_its_event(ca
 
 
 @pytest.mark.django_db
+def test_a_worker_finishing_its_current_run_announces_the_totals_its_recorder_kept(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    for tokens in (3, 4):
+        with recorder.batch():
+            step_id = recorder.start_step(kind="model_call", input={})
+        recorder.complete_step(step_id, output={}, usage=Usage(input_tokens=tokens, output_tokens=1))
+
+    run_finish(run, status=S.COMPLETED, stop_reason="end_turn", is_current=True)
+
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.input_tokens, stored.output_tokens, stored.model_calls) == (
+        S.COMPLETED,
+        7,
+        2,
+        2,
+    )
+    completed = [data for _seq, event_type, data in session_events(session) if event_type == "run.completed"]
+    assert [data["usage"]["total_tokens"] for data in completed] == [9]
+
+
+@pytest.mark.django_db
+def test_a_worker_finishing_a_run_cancelled_meanwhile_ends_it_cancelled(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    run_transition(Run.objects.get(pk=run.pk), S.CANCELLING, actor="user:1")  # the copy in memory is stale
+
+    run_finish(run, status=S.COMPLETED, stop_reason="end_turn", is_current=True)
+
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.stop_reason, stored.version) == (S.CANCELLED, "cancelled", 2)
+    assert [event_type for _seq, event_type, _data in session_events(session)] == [
+        "run.status",
+        "run.status",
+        "run.cancelled",
+    ]
+
+
+@pytest.mark.django_db
 def test_a_stale_step_completion_writes_nothing(cast: Cast) -> None:
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)

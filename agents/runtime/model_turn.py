@@ -57,6 +57,7 @@ def call_model(
         failure: InterruptionReason = "context_overflow" if error.kind == "context_overflow" else "llm_error"
         return TurnInterrupted(reason=failure, usage=Usage(), error=str(error))
     with recorder.batch():
+        coalescer.flush()  # the last deltas are stored with the message's end
         recorder.emit("message.completed", {"content": response.content})
         recorder.complete_step(
             step_id,
@@ -79,9 +80,11 @@ def _stream_response(
                 coalescer.add("reasoning.delta", event.text)
             elif isinstance(event, ModelResponseCompleted):
                 completed = event
-    finally:
-        coalescer.flush()
+    except BaseException:
+        coalescer.flush()  # what streamed before the failure is kept
+        raise
     if completed is None:
+        coalescer.flush()
         raise ModelError(
             "the model stream ended without a completed response", kind="server", is_retryable=True
         )
