@@ -71,6 +71,7 @@ def envelope_text(envelope: Envelope) -> str:
 
 
 _SESSION_GONE: Envelope = {"seq": 0}
+_IDLE: Envelope = {"seq": 0}  # no event for a while: the reader yields a heartbeat
 
 
 class Subscription:
@@ -115,12 +116,10 @@ class Subscription:
             try:
                 envelope = self._inbox.get_nowait()
             except asyncio.QueueEmpty:
-                try:
-                    async with asyncio.timeout(idle_seconds):
-                        envelope = await self._inbox.get()
-                except TimeoutError:
-                    yield None
-                    continue
+                envelope = await self._next_or_idle(idle_seconds)
+            if envelope is _IDLE:
+                yield None
+                continue
             if envelope is _SESSION_GONE:
                 continue
             seq = envelope["seq"]
@@ -135,6 +134,23 @@ class Subscription:
                     continue
             self.last_seq = seq
             yield envelope
+
+    async def _next_or_idle(self, idle_seconds: float) -> Envelope:
+        """The next envelope, or ``_IDLE`` once ``idle_seconds`` pass without one.
+
+        A plain timer instead of ``asyncio.timeout``: this wait happens once per event per
+        subscriber, and the timeout's bookkeeping cost more than the wait itself. A marker that
+        races an event is read later as one extra heartbeat, which clients ignore.
+        """
+        timer = asyncio.get_running_loop().call_later(idle_seconds, self._offer_idle)
+        try:
+            return await self._inbox.get()
+        finally:
+            timer.cancel()
+
+    def _offer_idle(self) -> None:
+        with contextlib.suppress(asyncio.QueueFull):
+            self._inbox.put_nowait(_IDLE)
 
     async def _read_store(self) -> AsyncIterator[Envelope]:
         while True:
