@@ -270,8 +270,9 @@ def _claimed_run_query() -> str:
 
 
 def _load_claimed_run(run_id: UUID) -> Run | None:
-    """The run with its tenant, session and user message, as the ORM's select_related loads them,
-    and the tenant's own key for the run's model provider (``Tenant.loaded_provider_keys``)."""
+    """The run with its tenant, session and user message, as the ORM's select_related loads them;
+    also the tenant's own key for the run's provider (``Tenant.loaded_provider_keys``), the run's
+    step count and whether its agent has active memories (``Run.prefetched``)."""
     with connection.cursor() as cursor:
         cursor.execute(_claimed_run_query(), [run_id])
         row = cursor.fetchone()

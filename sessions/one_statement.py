@@ -2,10 +2,10 @@
 
 Posting stores a message, a queued run and its event; a run is a handful of writes (steps
 start and end, messages join the transcript, the run ends), each with the events that
-describe it. Through the ORM each was a transaction of four or five
-statements; here each is one statement whose CTEs change the rows, then number and insert the
-events, so the events commit with exactly the rows they describe (and not at all when a
-conditional update loses). SQLite keeps the ORM versions in ``sessions.recorder`` and
+describe it. Through the ORM each was a transaction of four or five statements; here each is
+one statement whose CTEs change the rows, then number and insert the events, so the events
+commit with exactly the rows they describe (and not at all when a conditional update loses).
+SQLite keeps the ORM versions in ``sessions.recorder``, ``sessions.services`` and
 ``sessions.state``; the suite runs both and pins the results to each other.
 """
 
