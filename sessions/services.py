@@ -196,14 +196,7 @@ def _store_message_and_run_in_one_statement(
 ) -> tuple[Message, Run]:
     """PostgreSQL: what the ORM version writes, in one statement (what every message waits for)."""
     run_id = uuid.uuid4()
-    message = Message(
-        tenant_id=session.tenant_id,
-        session=session,
-        position=None,
-        role=MessageRole.USER,
-        content=[{"type": "text", "text": content}],
-        run_id=run_id,
-    )
+    message = _new_user_message(session, content, run_id=run_id)
     run = _new_queued_run(actor=actor, session=session, user_message=message, run_id=run_id)
     queued = PendingEvent(session.pk, run.pk, "run.queued", _queued_data(run), timezone.now())
     one_statement.store_message_and_run(message, run, title=_title_from(content), events=[queued])
@@ -217,14 +210,8 @@ def _store_message_and_run(
     # The run's id is known up front, so the message is written once (the foreign keys
     # between the two are checked at commit).
     run_id = uuid.uuid4()
-    message = Message.objects.create(
-        tenant_id=session.tenant_id,
-        session=session,
-        position=None,
-        role=MessageRole.USER,
-        content=[{"type": "text", "text": content}],
-        run_id=run_id,
-    )
+    message = _new_user_message(session, content, run_id=run_id)
+    message.save(force_insert=True)
     run = _queue_run(
         actor=actor, session=session, user_message=message, run_id=run_id, lane_is_idle=lane_is_idle
     )
@@ -233,6 +220,18 @@ def _store_message_and_run(
     else:
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
     return message, run
+
+
+def _new_user_message(session: Session, content: str, *, run_id: uuid.UUID) -> Message:
+    """Queued: it gets its transcript position when its run starts."""
+    return Message(
+        tenant_id=session.tenant_id,
+        session=session,
+        position=None,
+        role=MessageRole.USER,
+        content=[{"type": "text", "text": content}],
+        run_id=run_id,
+    )
 
 
 def _title_from(content: str) -> str:

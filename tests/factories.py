@@ -3,6 +3,8 @@
 import itertools
 from typing import Any
 
+from django.db.models import Model
+
 from agents.models import Agent, ModelProvider, PlanningMode
 from tenants.models import Role, Tenant
 from tenants.services import api_key_create, membership_set, user_get_or_create
@@ -34,3 +36,8 @@ def make_agent(*, tenant: Tenant, name: str | None = None, **fields: Any) -> Age
     # about planning use the normal loop (the product's default is auto).
     fields.setdefault("planning_mode", PlanningMode.DIRECT)
     return Agent.objects.create(tenant=tenant, name=name or f"agent {next(_counter)}", **fields)
+
+
+def field_values(instance: Model) -> dict[str, Any]:
+    """Every column's value of a model instance, to compare objects loaded two ways."""
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}

@@ -2,7 +2,6 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.db.models import Model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -10,6 +9,7 @@ from tenants.authentication import authenticate_api_key
 from tenants.models import ApiKey
 from tenants.services import api_key_create, api_key_revoke
 from tests.conftest import Cast
+from tests.factories import field_values
 
 pytestmark = pytest.mark.django_db
 
@@ -100,10 +100,6 @@ def test_session_writes_need_csrf(cast: Cast) -> None:
     assert response.status_code == 403
 
 
-def _field_values(instance: Model) -> dict[str, object]:
-    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
-
-
 def test_key_lookup_loads_what_the_orm_loads(cast: Cast) -> None:
     """``authenticate_api_key`` writes its statement by hand: it must give the ORM's objects."""
     created = api_key_create(tenant=cast.tenant_a, created_by=cast.alice, name="exact")
@@ -114,10 +110,10 @@ def test_key_lookup_loads_what_the_orm_loads(cast: Cast) -> None:
 
     assert api_key is not None
     expected = ApiKey.objects.select_related("tenant", "created_by").get(pk=created.api_key.pk)
-    assert _field_values(api_key) == _field_values(expected)
-    assert _field_values(api_key.tenant) == _field_values(expected.tenant)
+    assert field_values(api_key) == field_values(expected)
+    assert field_values(api_key.tenant) == field_values(expected.tenant)
     assert api_key.tenant.settings == {"messages_per_minute_per_user": 7}
-    assert _field_values(api_key.created_by) == _field_values(expected.created_by)
+    assert field_values(api_key.created_by) == field_values(expected.created_by)
     assert api_key.creator_role == cast.alice.memberships.get(tenant=cast.tenant_a).role
     assert api_key._state.adding is False and api_key.tenant._state.db == "default"
 

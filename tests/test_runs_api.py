@@ -4,7 +4,6 @@ from unittest.mock import patch
 
 import pytest
 from django.db import connection
-from django.db.models import Model
 from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
@@ -16,7 +15,7 @@ from sessions.services import _store_message_and_run_in_one_statement, _store_me
 from sessions.tasks import execute_run
 from tenants.actors import Actor
 from tests.conftest import Cast
-from tests.factories import make_agent
+from tests.factories import field_values, make_agent
 from tests.fake_model_server import FakeModelServer, Turn
 from tools.models import AgentTool, Tool, ToolKind, ToolPolicy
 from tools.registry import policy_snapshot
@@ -416,10 +415,6 @@ def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
     assert (len(posting), len(running)) == expected
 
 
-def _field_values(instance: Model) -> dict[str, object]:
-    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
-
-
 def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api: APIClient) -> None:
     """``session_get_for_posting`` is hand-written SQL: its objects and lane must be the ORM's."""
     agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
@@ -427,8 +422,8 @@ def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api:
     actor = Actor(user=cast.bob, tenant=cast.tenant_a, role="member")
 
     idle = session_get_for_posting(actor=actor, session_id=session.pk)
-    assert _field_values(idle) == _field_values(session)
-    assert _field_values(idle.agent) == _field_values(Agent.objects.get(pk=agent.pk))
+    assert field_values(idle) == field_values(session)
+    assert field_values(idle.agent) == field_values(Agent.objects.get(pk=agent.pk))
     assert idle.lane_state == LaneState(active_run_id=None, is_idle=True)  # type: ignore[attr-defined]
     with CaptureQueriesContext(connection) as reads:
         snapshot_without_policy = policy_snapshot(idle.agent)
@@ -475,9 +470,9 @@ def test_posting_in_one_statement_writes_what_the_orm_writes(cast: Cast, bob_api
             message, run = store(actor=actor, session=session, content="  hello there ", lane=lane, **extra)
         assert enqueue.call_args.kwargs == {"run_id": run.pk}
         stored_message, stored_run = Message.objects.get(pk=message.pk), Run.objects.get(pk=run.pk)
-        assert (_field_values(stored_message), _field_values(stored_run)) == (
-            _field_values(message),
-            _field_values(run),
+        assert (field_values(stored_message), field_values(stored_run)) == (
+            field_values(message),
+            field_values(run),
         )
         stored_session = Session.objects.get(pk=session.pk)
         events = list(

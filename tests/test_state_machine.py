@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
-from django.db.models import F, Model
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from agents.model_clients import ProviderAccess, provider_access
@@ -29,7 +29,7 @@ from sessions.state import (
 )
 from tenants.models import ProviderKey
 from tests.conftest import Cast
-from tests.factories import make_agent
+from tests.factories import field_values, make_agent
 from tests.memory.factories import make_memory
 
 S = RunStatus
@@ -379,10 +379,6 @@ def test_claiming_a_direct_run_starts_it_executing_in_one_transaction(cast: Cast
     ]
 
 
-def _field_values(instance: Model) -> dict[str, object]:
-    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
-
-
 @pytest.mark.django_db
 def test_a_claimed_run_comes_with_the_objects_the_orm_would_load(cast: Cast) -> None:
     """On PostgreSQL the claimed run is read by hand-written SQL: it must equal the ORM's."""
@@ -399,7 +395,7 @@ def test_a_claimed_run_comes_with_the_objects_the_orm_would_load(cast: Cast) -> 
 
     assert claimed is not None
     expected = Run.objects.select_related("tenant", "session", "user_message").get(pk=run.pk)
-    assert _field_values(claimed) == _field_values(expected)
+    assert field_values(claimed) == field_values(expected)
     assert claimed.agent_config == expected.agent_config and claimed.agent_config["model_provider"]
     # SQLite's ORM claim reads the session and the message before it numbers them; the
     # PostgreSQL claim reads everything after its commit.
@@ -407,7 +403,7 @@ def test_a_claimed_run_comes_with_the_objects_the_orm_would_load(cast: Cast) -> 
         {"last_message_position", "last_event_seq", "position"} if connection.vendor == "sqlite" else set()
     )
     for relation in ("tenant", "session", "user_message"):
-        loaded, read = (_field_values(getattr(run, relation)) for run in (claimed, expected))
+        loaded, read = (field_values(getattr(run, relation)) for run in (claimed, expected))
         assert {name: value for name, value in loaded.items() if name not in stale} == {
             name: value for name, value in read.items() if name not in stale
         }

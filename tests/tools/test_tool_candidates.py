@@ -1,20 +1,14 @@
 """The tools a run may see are read by hand-written SQL: it must load what the ORM loads."""
 
-from typing import Any
-
 import pytest
-from django.db.models import Model
 
 from mcp_servers.models import McpServer
 from tests.conftest import Cast
+from tests.factories import field_values
 from tools.models import Tool, ToolKind
 from tools.registry import _run_tool_candidates, ensure_builtin_tools
 
 pytestmark = pytest.mark.django_db
-
-
-def _field_values(instance: Model) -> dict[str, Any]:
-    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
 
 
 def test_candidates_are_the_builtins_and_the_assigned_tools_with_their_servers(cast: Cast) -> None:
@@ -53,11 +47,11 @@ def test_candidates_are_the_builtins_and_the_assigned_tools_with_their_servers(c
     assert candidates.keys() == expected.keys()
     assert mcp_tool.pk in candidates and http_tool.pk in candidates and elsewhere.pk not in candidates
     for pk, tool in candidates.items():
-        assert _field_values(tool) == _field_values(expected[pk])
+        assert field_values(tool) == field_values(expected[pk])
         assert (tool.mcp_server is None) == (expected[pk].mcp_server is None)
     assert candidates[http_tool.pk].secret_headers == {"X-Api-Key": "k-123"}
     loaded_server = candidates[mcp_tool.pk].mcp_server
-    assert loaded_server is not None and _field_values(loaded_server) == _field_values(server)
+    assert loaded_server is not None and field_values(loaded_server) == field_values(server)
     assert (loaded_server.token, loaded_server.headers) == ("secret-token", {"X-Team": "blue"})
     only_builtins = _run_tool_candidates(cast.tenant_a.pk, set())
     assert {tool.pk for tool in only_builtins} == set(
