@@ -27,18 +27,6 @@ def column_count(model: type[Model]) -> int:
 
 
 @cache
-def _converters(model: type[Model], using: str) -> tuple[tuple[int, tuple[Converter, ...], Any], ...]:
-    connection = connections[using]
-    found = []
-    for index, field in enumerate(model._meta.concrete_fields):
-        column = field.get_col(model._meta.db_table)
-        converters = tuple(connection.ops.get_db_converters(column) + field.get_db_converters(connection))
-        if converters:
-            found.append((index, converters, column))
-    return tuple(found)
-
-
-@cache
 def _field_converters(model: type[Model], field_name: str, using: str) -> tuple[tuple[Converter, ...], Any]:
     connection = connections[using]
     field = model._meta.get_field(field_name)
@@ -67,9 +55,8 @@ def insert_values(instance: Model, *, using: str = "default") -> tuple[list[str]
 
 def instance_from_row(model: type[ModelT], row: Sequence[Any], *, using: str = "default") -> ModelT:
     """The instance whose concrete fields are ``row`` (as ``column_list`` selected them)."""
-    values = list(row)
-    connection = connections[using]
-    for index, converters, column in _converters(model, using):
-        for converter in converters:
-            values[index] = converter(values[index], column, connection)
-    return model.from_db(using, [field.attname for field in model._meta.concrete_fields], values)
+    fields = model._meta.concrete_fields
+    values = [
+        field_value(model, field.name, value, using=using) for field, value in zip(fields, row, strict=True)
+    ]
+    return model.from_db(using, [field.attname for field in fields], values)

@@ -2,12 +2,16 @@
 
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 
 from agents.models import Agent
 from tenants.models import Tenant
+
+if TYPE_CHECKING:
+    from sessions.selectors import LaneState
 
 
 class Session(models.Model):
@@ -24,6 +28,9 @@ class Session(models.Model):
     last_message_position = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # Not a column: the lane as sessions.selectors.session_get_for_posting read it with the session.
+    lane_state: "LaneState"
 
     class Meta:
         ordering = ["-updated_at"]

@@ -84,15 +84,15 @@ def append_message(message: Message, *, events: list[PendingEvent]) -> None:
     """The message at the session's next position, with the events, in one statement."""
     columns, values = insert_values(message)
     position_index = columns.index('"position"')
-    placeholders = ["%s"] * len(columns)
-    placeholders[position_index] = "numbered.last_message_position"
+    select_values = ["%s"] * len(columns)
+    select_values[position_index] = "numbered.last_message_position"
     del values[position_index]
     statement = (
         f"WITH numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + 1,"  # noqa: S608
         " last_event_seq = last_event_seq + %s WHERE id = %s"
         " RETURNING last_message_position, last_event_seq),"
         f" added AS (INSERT INTO {Message._meta.db_table} ({', '.join(columns)})"
-        f" SELECT {', '.join(placeholders)} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
+        f" SELECT {', '.join(select_values)} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
     )
     session_id = message.session_id
     params = [len(events), session_id, *values, *numbered_insert_params(session_id, events)]

@@ -116,7 +116,7 @@ def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
     policy = None if policy_row[0] is None else instance_from_row(ToolPolicy, policy_row)
     Agent.tool_policy.related.set_cached_value(session.agent, policy)
     active_run_id = None if row[policy_end] is None else UUID(str(row[policy_end]))
-    session.lane_state = LaneState(active_run_id=active_run_id, is_idle=not row[policy_end + 1])  # type: ignore[attr-defined]
+    session.lane_state = LaneState(active_run_id=active_run_id, is_idle=not row[policy_end + 1])
     assigned = row[policy_end + 2].split(",") if row[policy_end + 2] else []
     session.agent.assigned_tool_ids = sorted(str(UUID(tool_id)) for tool_id in assigned)
     return session

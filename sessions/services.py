@@ -108,7 +108,7 @@ def _validate_message_content(content: str) -> str:
 
 def _lane_state(session: Session) -> LaneState:
     # session_get_for_posting reads the lane with the session: no query then.
-    state: LaneState | None = getattr(session, "lane_state", None)
+    state: LaneState | None = session.__dict__.get("lane_state")
     return state if state is not None else lane_state_for(session.pk)
 
 
@@ -168,9 +168,10 @@ def session_post_message(
 def _store_message_and_run_with_orm(
     *, actor: Actor, session: Session, content: str, idempotency_key: str | None, lane: LaneState
 ) -> tuple[Message, Run]:
+    """In one transaction, with the idempotency key's record when there is a key (SQLite, or any key)."""
     try:
         with transaction.atomic():
-            message, run = _store_message_and_run(
+            message, run = _insert_message_and_queue_run(
                 actor=actor, session=session, content=content, lane_is_idle=lane.is_idle
             )
             if idempotency_key:
@@ -204,9 +205,10 @@ def _store_message_and_run_in_one_statement(
     return message, run
 
 
-def _store_message_and_run(
+def _insert_message_and_queue_run(
     *, actor: Actor, session: Session, content: str, lane_is_idle: bool
 ) -> tuple[Message, Run]:
+    """The ORM's writes of a post (inside the caller's transaction); the session titled if untitled."""
     # The run's id is known up front, so the message is written once (the foreign keys
     # between the two are checked at commit).
     run_id = uuid.uuid4()

@@ -424,7 +424,7 @@ def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api:
     idle = session_get_for_posting(actor=actor, session_id=session.pk)
     assert field_values(idle) == field_values(session)
     assert field_values(idle.agent) == field_values(Agent.objects.get(pk=agent.pk))
-    assert idle.lane_state == LaneState(active_run_id=None, is_idle=True)  # type: ignore[attr-defined]
+    assert idle.lane_state == LaneState(active_run_id=None, is_idle=True)
     with CaptureQueriesContext(connection) as reads:
         snapshot_without_policy = policy_snapshot(idle.agent)
     assert snapshot_without_policy["profile"] == ToolPolicy(agent=agent).profile
@@ -442,14 +442,14 @@ def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api:
         tenant=cast.tenant_a, session=session, agent=agent, created_by=cast.bob, status="queued"
     )
     waiting = session_get_for_posting(actor=actor, session_id=str(session.pk))
-    assert waiting.lane_state == LaneState(active_run_id=None, is_idle=False)  # type: ignore[attr-defined]
+    assert waiting.lane_state == LaneState(active_run_id=None, is_idle=False)
     assert policy_snapshot(waiting.agent) == policy_snapshot(Agent.objects.get(pk=agent.pk))
     assert policy_snapshot(waiting.agent)["allow"] == ["calculator"]
     assert policy_snapshot(waiting.agent)["assigned_tool_ids"] == sorted(str(tool.pk) for tool in tools)
 
     Run.objects.filter(pk=queued.pk).update(status="executing")
     active = session_get_for_posting(actor=actor, session_id=session.pk)
-    assert active.lane_state == LaneState(active_run_id=queued.pk, is_idle=False)  # type: ignore[attr-defined]
+    assert active.lane_state == LaneState(active_run_id=queued.pk, is_idle=False)
 
     outsider = Actor(user=cast.carol, tenant=cast.tenant_b, role="owner")
     for actor_elsewhere, session_id in ((outsider, session.pk), (actor, "not-a-uuid")):
@@ -465,7 +465,7 @@ def test_posting_in_one_statement_writes_what_the_orm_writes(cast: Cast, bob_api
     for store in (_store_message_and_run_in_one_statement, _store_message_and_run_with_orm):
         session = session_get_for_posting(actor=actor, session_id=start_session(bob_api, agent.pk))
         extra = {} if store is _store_message_and_run_in_one_statement else {"idempotency_key": None}
-        lane = session.lane_state  # type: ignore[attr-defined]
+        lane = session.lane_state
         with patch("sessions.services.enqueue_run_on_commit") as enqueue:
             message, run = store(actor=actor, session=session, content="  hello there ", lane=lane, **extra)
         assert enqueue.call_args.kwargs == {"run_id": run.pk}
