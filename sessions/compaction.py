@@ -36,6 +36,7 @@ from agents.runtime.types import (
     ToolOutcome,
     Usage,
 )
+from core.prepared import prepared_cursor
 from core.rows import field_value
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
@@ -97,7 +98,7 @@ def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
     """
     session_key = Session._meta.get_field("id").get_db_prep_value(session_id, connection)
     abandoned = [str(status) for status in ABANDONED_RUN_STATUSES]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_latest_snapshot_query(), [session_key, *abandoned])
         snapshot = cursor.fetchone()
         after = [snapshot[0]] if snapshot else []

@@ -19,6 +19,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from core.prepared import prepared_cursor
 from sessions.models import RunEvent, Session
 from sessions.publisher import publish
 from sessions.sequences import next_session_number
@@ -211,7 +212,7 @@ def _insert_numbered_events(session_id: UUID, events: list[PendingEvent]) -> lis
 
     The UPDATE in the CTE locks the session row exactly as ``next_session_number`` does.
     """
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"WITH numbered AS (UPDATE {Session._meta.db_table} SET last_event_seq = last_event_seq + %s"  # noqa: S608
             " WHERE id = %s RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT,

@@ -22,6 +22,7 @@ from agents.runtime.types import (
     ToolProvider,
     ToolSpec,
 )
+from core.prepared import prepared_cursor
 from core.rows import field_value
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
@@ -312,7 +313,7 @@ def _reread_changing_fields(run: Run) -> bool:
     """
     pk = Run._meta.pk
     assert pk is not None
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_reread_query(), [pk.get_db_prep_value(run.pk, connection)])
         row = cursor.fetchone()
     if row is None:

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
+from core.prepared import prepared_cursor
 from core.rows import column_count, column_list, instance_from_row
 from memory.models import Memory, MemoryStatus
 from sessions.events import (
@@ -142,7 +143,7 @@ _START_RUN_PLACE_MESSAGE_STORE_EVENTS = (
 def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
     run_id = UUID(str(run_id))
     lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), prepared_cursor() as cursor:
         # Locking the session row keeps two workers from starting two runs of one lane.
         cursor.execute(_LOCK_SESSION_OF_RUN, [run_id])
         if cursor.fetchone() is None:
@@ -273,7 +274,7 @@ def _load_claimed_run(run_id: UUID) -> Run | None:
     """The run with its tenant, session and user message, as the ORM's select_related loads them;
     also the tenant's own key for the run's provider (``Tenant.loaded_provider_keys``), the run's
     step count and whether its agent has active memories (``Run.prefetched``)."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_claimed_run_query(), [run_id])
         row = cursor.fetchone()
     if row is None:  # deleted right after its claim

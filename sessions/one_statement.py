@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import connection
 
+from core.prepared import prepared_cursor
 from core.rows import insert_values
 from sessions.events import NUMBERED_EVENTS_INSERT, PendingEvent, announce_on_commit, numbered_insert_params
 from sessions.models import Message, Run, Session, Step, StepStatus
@@ -155,7 +156,7 @@ def finish_run(
 def _execute_with_events(
     statement: str, params: list[Any], session_id: Any, events: list[PendingEvent]
 ) -> bool:
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(statement, params)
         sequence_numbers = [seq for (seq,) in cursor.fetchall()]
     if not sequence_numbers:

@@ -7,6 +7,7 @@ from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 
 from agents.models import Agent
+from core.prepared import prepared_cursor
 from core.rows import column_count, column_list, instance_from_row
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
@@ -102,7 +103,7 @@ def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
         pk_field.get_db_prep_value(_uuid_or_404(session_id), connection),
         pk_field.get_db_prep_value(actor.tenant.pk, connection),
     ]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_posting_query(), params)
         row = cursor.fetchone()
     if row is None:

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from django.db import connection
 
+from core.prepared import prepared_cursor
 from sessions.models import Session
 
 CounterName = Literal["last_event_seq", "last_message_position"]
@@ -18,7 +19,7 @@ CounterName = Literal["last_event_seq", "last_message_position"]
 def next_session_number(*, session_id: UUID, counter: CounterName, count: int = 1) -> int:
     """Advance ``counter`` by ``count`` and return its new value. Call inside a transaction."""
     table = Session._meta.db_table
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET {counter} = {counter} + %s WHERE id = %s RETURNING {counter}",  # noqa: S608
             [count, session_id.hex if connection.vendor == "sqlite" else session_id],

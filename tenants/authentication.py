@@ -3,12 +3,12 @@ from functools import cache
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from core.prepared import prepared_cursor
 from core.rows import column_count, column_list, instance_from_row
 from tenants.api_keys import secret_matches, split_key
 from tenants.models import ApiKey, Membership, Tenant
@@ -54,7 +54,7 @@ def _api_key_with_prefix(prefix: str) -> ApiKey | None:
     the ORM on each request (``tests/test_auth_api_keys.py`` pins it to the ORM's answer).
     The key acts with the creator's role (``tenants.actors.actor_for_api_key``).
     """
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_key_query(), [prefix])
         row = cursor.fetchone()
     if row is None:

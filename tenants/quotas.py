@@ -25,6 +25,7 @@ from django.db import connection
 from django.db.models import F, Sum, Window
 from django.utils import timezone
 
+from core.prepared import prepared_cursor
 from sessions.models import Run, Step
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
@@ -90,7 +91,7 @@ def _usage_now(actor: Actor) -> _Usage:
         timezone.now() - RATE_WINDOW, connection
     )
     statuses = [str(status) for status in ACTIVE_RUN_STATUSES]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             _usage_query(),
             [tenant_id, user_id, *statuses, tenant_id, user_id, window_start, tenant_id, window_start],

@@ -8,6 +8,7 @@ from uuid import UUID
 from django.db import IntegrityError, connection, transaction
 
 from agents.models import Agent
+from core.prepared import prepared_cursor
 from core.rows import column_count, column_list, instance_from_row
 from mcp_servers.models import McpServer
 from sessions.models import Run
@@ -131,7 +132,7 @@ def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
     if assigned_ids:
         statement += f" OR (t.tenant_id = %s AND t.id IN ({', '.join(['%s'] * len(assigned_ids))}))"
         params = [Tool._meta.get_field("tenant").get_db_prep_value(tenant_id, connection), *assigned_ids]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(statement, params)
         rows = cursor.fetchall()
     tool_end = column_count(Tool)
