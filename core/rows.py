@@ -53,10 +53,22 @@ def insert_values(instance: Model, *, using: str = "default") -> tuple[list[str]
     return columns, values
 
 
+@cache
+def _row_reading(model: type[Model], using: str) -> tuple[list[str], list[tuple[tuple[Converter, ...], Any]]]:
+    """The attribute names of ``model``'s concrete fields, and each one's converters and column."""
+    fields = model._meta.concrete_fields
+    readings = [_field_converters(model, field.name, using) for field in fields]
+    return [field.attname for field in fields], readings
+
+
 def instance_from_row(model: type[ModelT], row: Sequence[Any], *, using: str = "default") -> ModelT:
     """The instance whose concrete fields are ``row`` (as ``column_list`` selected them)."""
-    fields = model._meta.concrete_fields
-    values = [
-        field_value(model, field.name, value, using=using) for field, value in zip(fields, row, strict=True)
-    ]
-    return model.from_db(using, [field.attname for field in fields], values)
+    # Every run reads a dozen tools this way: look the connection and converters up once per row.
+    attnames, readings = _row_reading(model, using)
+    connection = connections[using]
+    values = []
+    for (converters, column), value in zip(readings, row, strict=True):
+        for converter in converters:
+            value = converter(value, column, connection)
+        values.append(value)
+    return model.from_db(using, attnames, values)
