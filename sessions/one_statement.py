@@ -23,7 +23,8 @@ _STEPS, _RUNS, _SESSIONS = Step._meta.db_table, Run._meta.db_table, Session._met
 _OPEN_STEP_STATUSES = (StepStatus.PENDING, StepStatus.RUNNING)
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
-_COMPLETE_STEP = (
+# A step running → completed at its version, and the run's counters; "numbered" follows.
+_STEP_DONE_AND_RUN_COUNTED = (
     f"WITH done AS (UPDATE {_STEPS} SET status = %s, version = version + 1, output = %s,"  # noqa: S608
     " finished_at = %s, input_tokens = COALESCE(%s, input_tokens),"
     " output_tokens = COALESCE(%s, output_tokens), cache_read_tokens = COALESCE(%s, cache_read_tokens),"
@@ -32,7 +33,15 @@ _COMPLETE_STEP = (
     f" counted AS (UPDATE {_RUNS} SET input_tokens = input_tokens + %s, output_tokens = output_tokens + %s,"
     " cache_read_tokens = cache_read_tokens + %s, cache_write_tokens = cache_write_tokens + %s,"
     " model_calls = model_calls + %s WHERE id = %s AND EXISTS (SELECT 1 FROM done) RETURNING id),"
-    f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
+)
+# After _STEP_DONE_AND_RUN_COUNTED: the session's next message position and event numbers.
+_NUMBERED_WITH_MESSAGE_POSITION = (
+    f" numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + 1,"  # noqa: S608
+    " last_event_seq = last_event_seq + %s WHERE id = %s AND EXISTS (SELECT 1 FROM done)"
+    " RETURNING last_message_position, last_event_seq),"
+)
+_COMPLETE_STEP = (
+    _STEP_DONE_AND_RUN_COUNTED + f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"  # noqa: S608
     " WHERE id = %s AND EXISTS (SELECT 1 FROM done) RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
 )
 
@@ -69,25 +78,73 @@ def complete_step(
     events: list[PendingEvent],
 ) -> bool:
     """running → completed at the step's version, the run's counters, the events; False if stale."""
-    output_value = Step._meta.get_field("output").get_db_prep_save(output, connection)
-    step_tokens = [tokens.get(name) for name in _TOKEN_FIELDS]
-    run_tokens = [tokens.get(name, 0) for name in _TOKEN_FIELDS]
     session_id = step.run.session_id
     params = [
-        *(StepStatus.COMPLETED, output_value, finished_at, *step_tokens, step.pk, step.status, step.version),
-        *(*run_tokens, model_calls, step.run_id),
+        *_completion_params(
+            step, output=output, finished_at=finished_at, tokens=tokens, model_calls=model_calls
+        ),
         *(len(events), session_id, *numbered_insert_params(session_id, events)),
     ]
     return _execute_with_events(_COMPLETE_STEP, params, session_id, events)
 
 
-def append_message(message: Message, *, events: list[PendingEvent]) -> None:
-    """The message at the session's next position, with the events, in one statement."""
+def complete_step_and_append_message(
+    step: Step,
+    *,
+    output: dict[str, Any],
+    finished_at: datetime,
+    tokens: dict[str, int],
+    model_calls: int,
+    message: Message,
+    events: list[PendingEvent],
+) -> bool:
+    """A model call's end with the answer it gave: ``complete_step`` and ``append_message`` in one
+    statement. False (nothing written, not even the message) if the step is stale."""
+    columns, values, select_values = _message_at_next_position(message)
+    message_insert = (
+        f" added AS (INSERT INTO {Message._meta.db_table} ({', '.join(columns)})"  # noqa: S608
+        f" SELECT {', '.join(select_values)} FROM numbered RETURNING id)"
+    )
+    statement = (
+        _STEP_DONE_AND_RUN_COUNTED + _NUMBERED_WITH_MESSAGE_POSITION + message_insert + NUMBERED_EVENTS_INSERT
+    )
+    session_id = step.run.session_id
+    params = [
+        *_completion_params(
+            step, output=output, finished_at=finished_at, tokens=tokens, model_calls=model_calls
+        ),
+        *(len(events), session_id, *values, *numbered_insert_params(session_id, events)),
+    ]
+    return _execute_with_events(statement, params, session_id, events)
+
+
+def _completion_params(
+    step: Step, *, output: dict[str, Any], finished_at: datetime, tokens: dict[str, int], model_calls: int
+) -> list[Any]:
+    """The parameters of ``_STEP_DONE_AND_RUN_COUNTED``."""
+    output_value = Step._meta.get_field("output").get_db_prep_save(output, connection)
+    step_tokens = [tokens.get(name) for name in _TOKEN_FIELDS]
+    run_tokens = [tokens.get(name, 0) for name in _TOKEN_FIELDS]
+    return [
+        *(StepStatus.COMPLETED, output_value, finished_at, *step_tokens, step.pk, step.status, step.version),
+        *(*run_tokens, model_calls, step.run_id),
+    ]
+
+
+def _message_at_next_position(message: Message) -> tuple[list[str], list[Any], list[str]]:
+    """The message's columns, its values without the position, and the SELECT list that takes the
+    position from a ``numbered`` CTE returning ``last_message_position``."""
     columns, values = insert_values(message)
     position_index = columns.index('"position"')
     select_values = ["%s"] * len(columns)
     select_values[position_index] = "numbered.last_message_position"
     del values[position_index]
+    return columns, values, select_values
+
+
+def append_message(message: Message, *, events: list[PendingEvent]) -> None:
+    """The message at the session's next position, with the events, in one statement."""
+    columns, values, select_values = _message_at_next_position(message)
     statement = (
         f"WITH numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + 1,"  # noqa: S608
         " last_event_seq = last_event_seq + %s WHERE id = %s"

@@ -4,7 +4,8 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -72,6 +73,9 @@ class DjangoRunRecorder:
         # PostgreSQL: steps started inside a batch, inserted with the batch's events at its end.
         self._batch_depth = 0
         self._unsaved_steps: list[Step] = []
+        # PostgreSQL: a model call's end, stored with the answer the same batch appends (one
+        # statement instead of two), else at the batch's end. Never alongside unsaved steps.
+        self._deferred_completion: _StepCompletion | None = None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -81,9 +85,12 @@ class DjangoRunRecorder:
                 yield
             except BaseException:
                 self._save_steps_after_failure()  # the batch's stored events name these steps
+                self._save_completion_after_failure()
                 raise
             finally:
                 self._batch_depth -= 1
+            if self._batch_depth == 0 and self._deferred_completion is not None:
+                self._store_deferred_completion(answer=None)
             if self._batch_depth == 0 and self._unsaved_steps:
                 steps, self._unsaved_steps = self._unsaved_steps, []
                 one_statement.insert_steps(steps, events=take_batched_events(self.run.session_id))
@@ -96,6 +103,14 @@ class DjangoRunRecorder:
                 step.save(force_insert=True)
         except DatabaseError:
             logger.warning("could not store %d steps of a failed batch", len(steps), exc_info=True)
+
+    def _save_completion_after_failure(self) -> None:
+        if self._deferred_completion is None:
+            return
+        try:
+            self._store_deferred_completion(answer=None)
+        except (DatabaseError, StaleTransition):
+            logger.warning("could not store the completion of a failed batch", exc_info=True)
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         if event_type in ARGUMENT_BEARING_EVENTS:
@@ -113,6 +128,8 @@ class DjangoRunRecorder:
             started_at=timezone.now(),
         )
         if self._batch_depth and connection.vendor == "postgresql":
+            if self._deferred_completion is not None:
+                self._store_deferred_completion(answer=None)
             self._unsaved_steps.append(step)  # inserted with the batch's events (batch)
         else:
             step.save(force_insert=True)
@@ -125,10 +142,18 @@ class DjangoRunRecorder:
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         step = self._steps.pop(step_id)
         tokens = _usage_fields(usage)
-        if connection.vendor == "postgresql":
-            self._complete_step_in_one_statement(step, output=output, tokens=tokens)
-        else:
+        if connection.vendor != "postgresql":
             self._complete_step_with_orm(step, output=output, tokens=tokens)
+        elif self._batch_depth and step.kind == "model_call" and not self._unsaved_steps:
+            require_step_transition(step, StepStatus.COMPLETED)
+            self._deferred_completion = _StepCompletion(step, output, tokens, finished_at=timezone.now())
+            self.emit("step.completed", _completed_data(step))
+            return
+        else:
+            self._complete_step_in_one_statement(step, output=output, tokens=tokens)
+        self._count_completed(step, output=output, tokens=tokens)
+
+    def _count_completed(self, step: Step, *, output: dict[str, Any], tokens: dict[str, int]) -> None:
         # The run in memory keeps the totals the database now holds (run_finish announces them).
         for name, value in tokens.items():
             setattr(self.run, name, getattr(self.run, name) + value)
@@ -152,15 +177,7 @@ class DjangoRunRecorder:
                 run_update["model_calls"] = F("model_calls") + 1
             if run_update:
                 Run.objects.filter(pk=self.run.pk).update(**run_update)
-            self.emit(
-                "step.completed",
-                {
-                    "step_id": str(step.pk),
-                    "index": step.index,
-                    "kind": step.kind,
-                    "status": StepStatus.COMPLETED,
-                },
-            )
+            self.emit("step.completed", _completed_data(step))
             flush_batched_events()  # the step's events commit with it
 
     def _complete_step_in_one_statement(
@@ -168,15 +185,9 @@ class DjangoRunRecorder:
     ) -> None:
         require_step_transition(step, StepStatus.COMPLETED)
         now = timezone.now()
-        data = {
-            "step_id": str(step.pk),
-            "index": step.index,
-            "kind": step.kind,
-            "status": StepStatus.COMPLETED,
-        }
         events = [
             *take_batched_events(self.run.session_id),
-            PendingEvent(self.run.session_id, self.run.pk, "step.completed", data, now),
+            PendingEvent(self.run.session_id, self.run.pk, "step.completed", _completed_data(step), now),
         ]
         is_completed = one_statement.complete_step(
             step,
@@ -188,6 +199,26 @@ class DjangoRunRecorder:
         )
         if not is_completed:
             raise StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
+
+    def _store_deferred_completion(self, *, answer: Message | None) -> None:
+        """The deferred model-call end with the batch's events, and the answer if one is given."""
+        assert self._deferred_completion is not None
+        completion, self._deferred_completion = self._deferred_completion, None
+        step = completion.step
+        arguments: dict[str, Any] = {
+            "output": redact_tool_arguments(completion.output),
+            "finished_at": completion.finished_at,
+            "tokens": completion.tokens,
+            "model_calls": 1,
+            "events": take_batched_events(self.run.session_id),
+        }
+        if answer is None:
+            is_completed = one_statement.complete_step(step, **arguments)
+        else:
+            is_completed = one_statement.complete_step_and_append_message(step, message=answer, **arguments)
+        if not is_completed:
+            raise StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
+        self._count_completed(step, output=completion.output, tokens=completion.tokens)
 
     def fail_step(self, step_id: str, *, error: str) -> None:
         step = self._steps.pop(step_id)
@@ -206,18 +237,12 @@ class DjangoRunRecorder:
             flush_batched_events()
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+        if self._deferred_completion is not None:  # PostgreSQL: the answer of the call ending in this batch
+            self._store_deferred_completion(answer=self._new_message(message, usage))
+            return
         events = take_batched_events(self.run.session_id) if connection.vendor == "postgresql" else []
         if events:  # PostgreSQL, with events to store: the message and its events in one statement
-            stored = Message(
-                tenant_id=self.run.tenant_id,
-                session_id=self.run.session_id,
-                role=message_role_for(message),
-                content=message.content,
-                run=self.run,
-                input_tokens=usage.input_tokens if usage else 0,
-                output_tokens=usage.output_tokens if usage else 0,
-            )
-            one_statement.append_message(stored, events=events)
+            one_statement.append_message(self._new_message(message, usage), events=events)
             return
         with transaction.atomic():
             position = next_session_number(session_id=self.run.session_id, counter="last_message_position")
@@ -232,6 +257,17 @@ class DjangoRunRecorder:
                 output_tokens=usage.output_tokens if usage else 0,
             )
             flush_batched_events()
+
+    def _new_message(self, message: ChatMessage, usage: Usage | None) -> Message:
+        return Message(
+            tenant_id=self.run.tenant_id,
+            session_id=self.run.session_id,
+            role=message_role_for(message),
+            content=message.content,
+            run=self.run,
+            input_tokens=usage.input_tokens if usage else 0,
+            output_tokens=usage.output_tokens if usage else 0,
+        )
 
     def record_compaction(self, record: CompactionRecord) -> None:
         """Store the snapshot later runs start their context from (sessions.compaction)."""
@@ -281,6 +317,18 @@ class DjangoRunRecorder:
         if current is None or current["status"] == RunStatus.CANCELLING:
             return "cancelled"
         return "lease_lost"
+
+
+@dataclass
+class _StepCompletion:
+    step: Step
+    output: dict[str, Any]
+    tokens: dict[str, int]
+    finished_at: datetime
+
+
+def _completed_data(step: Step) -> dict[str, Any]:
+    return {"step_id": str(step.pk), "index": step.index, "kind": step.kind, "status": StepStatus.COMPLETED}
 
 
 def _usage_fields(usage: Usage | None) -> dict[str, int]:

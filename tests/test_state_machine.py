@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.model_clients import ProviderAccess, provider_access
 from agents.models import PlanningMode
-from agents.runtime.types import Usage
+from agents.runtime.types import ChatMessage, Usage
 from memory.models import MemoryStatus
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.execution import run_finish
@@ -278,6 +278,79 @@ def test_a_stale_step_completion_writes_nothing(cast: Cast) -> None:
     )
     assert Run.objects.filter(pk=run.pk).values_list("input_tokens", "model_calls").get() == (0, 0)
     assert session_events(session) == events_before
+
+
+def _answer_in_one_batch(recorder: DjangoRunRecorder, step_id: str, usage: Usage) -> None:
+    """What the loop does when a model call ends: the step's end and the answer in one batch
+    (one statement on PostgreSQL)."""
+    with recorder.batch():
+        recorder.emit("message.completed", {"content": [{"type": "text", "text": "Hi."}]})
+        recorder.complete_step(step_id, output={"content": [], "stop_reason": "end_turn"}, usage=usage)
+        with recorder.batch():
+            recorder.emit("usage", {"usage": usage.as_dict()})
+            answer = ChatMessage(role="assistant", content=[{"type": "text", "text": "Hi."}])
+            recorder.append_message(answer, usage=usage)
+
+
+@pytest.mark.django_db
+def test_a_model_call_ends_with_its_answer_on_either_database(cast: Cast) -> None:
+    session = make_session(cast)
+    Session.objects.filter(pk=session.pk).update(last_message_position=3)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    with recorder.batch():
+        step_id = recorder.start_step(kind="model_call", input={})
+    seq_before = session_events(session)[-1][0]
+
+    _answer_in_one_batch(recorder, step_id, Usage(input_tokens=5, output_tokens=2))
+
+    assert Step.objects.filter(pk=step_id).values_list(
+        "status", "version", "input_tokens", "output_tokens"
+    ).get() == (
+        StepStatus.COMPLETED,
+        1,
+        5,
+        2,
+    )
+    stored_run = (
+        Run.objects.filter(pk=run.pk).values_list("input_tokens", "output_tokens", "model_calls").get()
+    )
+    assert stored_run == (5, 2, 1)
+    assert (run.input_tokens, run.output_tokens, run.model_calls) == (5, 2, 1)  # the recorder's copy agrees
+    assert list(
+        Message.objects.filter(run=run).values_list("position", "role", "content", "output_tokens")
+    ) == [(4, "assistant", [{"type": "text", "text": "Hi."}], 2)]
+    later = [(seq - seq_before, event_type) for seq, event_type, _data in session_events(session)]
+    assert [entry for entry in later if entry[0] > 0] == [
+        (1, "message.completed"),
+        (2, "step.completed"),
+        (3, "usage"),
+    ]
+
+
+@pytest.mark.django_db
+def test_a_stale_step_completion_with_its_answer_writes_neither(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    step_id = recorder.start_step(kind="model_call", input={})
+    Step.objects.filter(pk=step_id).update(version=F("version") + 1)  # someone else moved it
+    events_before = session_events(session)
+
+    with pytest.raises(StaleTransition):
+        _answer_in_one_batch(recorder, step_id, Usage(input_tokens=5, output_tokens=1))
+
+    assert Step.objects.filter(pk=step_id).values_list("status", "input_tokens").get() == (
+        StepStatus.RUNNING,
+        0,
+    )
+    assert Run.objects.filter(pk=run.pk).values_list("input_tokens", "model_calls").get() == (0, 0)
+    assert (run.input_tokens, run.model_calls) == (0, 0)
+    assert not Message.objects.filter(run=run).exists()
+    # Neither the step's end nor the answer's usage is announced. (SQLite's ORM path keeps
+    # the batch's earlier events after a failure; PostgreSQL's statement held them and wrote nothing.)
+    later_types = [event_type for _seq, event_type, _data in session_events(session)[len(events_before) :]]
+    assert [event_type for event_type in later_types if event_type in ("step.completed", "usage")] == []
 
 
 @pytest.mark.django_db

@@ -173,10 +173,10 @@ class _AgentLoop:
             recorder=self.recorder,
             stop=self.stop,
             flush_seconds=self.config.delta_flush_seconds,
+            on_completed=self._record_response,
         )
-        self.usage.add(response.usage)
-        if isinstance(response, ModelResponseCompleted):
-            self._record_response(response)
+        if isinstance(response, TurnInterrupted):
+            self.usage.add(response.usage)
         return response
 
     @staticmethod
@@ -268,6 +268,8 @@ class _AgentLoop:
         )
 
     def _record_response(self, response: ModelResponseCompleted) -> None:
+        """The usage and the answer, recorded with the end of the model call that gave them."""
+        self.usage.add(response.usage)
         with self.recorder.batch():
             self.recorder.emit(
                 "usage", {"usage": response.usage.as_dict(), "total_usage": self.usage.as_dict()}

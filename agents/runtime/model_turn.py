@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,8 +39,13 @@ def call_model(
     recorder: RunRecorder,
     stop: StopSignal,
     flush_seconds: float,
+    on_completed: Callable[[ModelResponseCompleted], None] | None = None,
 ) -> ModelResponseCompleted | TurnInterrupted:
-    """Stream one response as ``message.*`` and delta events inside a ``model_call`` step."""
+    """Stream one response as ``message.*`` and delta events inside a ``model_call`` step.
+
+    ``on_completed`` records what follows from a complete response (the answer joining the
+    transcript) in the same recorder batch as the step's end, so a recorder can store both at once.
+    """
     with recorder.batch():
         step_id = recorder.start_step(
             kind="model_call", input={"model": request.model, "message_count": len(request.messages)}
@@ -64,6 +70,8 @@ def call_model(
             output={"content": response.content, "stop_reason": response.stop_reason},
             usage=response.usage,
         )
+        if on_completed is not None:
+            on_completed(response)
     return response
 
 
