@@ -16,7 +16,9 @@ See bench/README.md for what each number means.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,7 +42,6 @@ from bench.common import (
     BenchError,
     BenchStack,
     StackOptions,
-    cpu_seconds,
     git_commit,
     load_average,
     log,
@@ -47,6 +49,7 @@ from bench.common import (
     median,
     percentile,
     stop_on_signals,
+    tree_cpu_seconds,
 )
 from tests.fake_model_server import FakeModelServer, Turn
 
@@ -86,7 +89,8 @@ class CpuUse:
 
 
 class CpuMeter:
-    """Snapshots of CPU time: the stack's processes, this process (client and fake model), the machine."""
+    """Snapshots of CPU time: the stack's processes, this process and its children (client and fake
+    model), the machine."""
 
     def __init__(self, stack: BenchStack) -> None:
         self.stack = stack
@@ -96,7 +100,7 @@ class CpuMeter:
     def _snapshot(self) -> tuple[float, float, float, float, float]:
         server, workers = self.stack.cpu_seconds()
         busy, total = machine_busy_seconds()
-        return server, workers, cpu_seconds(os.getpid()), busy, total
+        return server, workers, tree_cpu_seconds(os.getpid()), busy, total
 
     def per_message(self, messages: int) -> CpuUse:
         server, workers, client, busy, total = (
@@ -206,7 +210,7 @@ def phases_of(run: dict[str, Any], *, sent_at: float, observed_at: float) -> dic
 
 
 class AgentTurnBench:
-    def __init__(self, stack: BenchStack, model: FakeModelServer, options: BenchOptions) -> None:
+    def __init__(self, stack: BenchStack, model: FakeModelProcess, options: BenchOptions) -> None:
         self.stack = stack
         self.model = model
         self.options = options
@@ -555,12 +559,54 @@ def extra_environment(assignments: list[str]) -> dict[str, str]:
     return environment
 
 
-@contextmanager
-def fake_model() -> Iterator[FakeModelServer]:
+class FakeModelProcess:
+    """The fake model server in a process of its own, as a real model API is on other machines.
+
+    In the bench's own process, its request handling competed for one interpreter lock with
+    the websocket client reading the same run's events, and that wait counted as Agentry's.
+    """
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._commands, child_end = context.Pipe()
+        self._process = context.Process(target=_serve_fake_model, args=(child_end,), daemon=True)
+        self._process.start()
+        if not self._commands.poll(30):
+            self._process.kill()
+            raise BenchError("the fake model server did not start")
+        self.url: str = self._commands.recv()
+
+    def script(self, *turns: Turn, match: str) -> None:
+        """Queue turns for the requests containing ``match``; returns once the server has them."""
+        self._commands.send((turns, match))
+        self._commands.recv()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._commands.send(None)
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _serve_fake_model(commands: Connection) -> None:
     server = FakeModelServer(record_requests=False)
     server.set_default(Turn(text=PLAIN_ANSWER))
     with server:
+        commands.send(server.url)
+        while (command := commands.recv()) is not None:
+            turns, match = command
+            server.script(*turns, match=match)
+            commands.send(True)
+
+
+@contextmanager
+def fake_model() -> Iterator[FakeModelProcess]:
+    server = FakeModelProcess()
+    try:
         yield server
+    finally:
+        server.close()
 
 
 def run_bench(arguments: argparse.Namespace) -> tuple[dict[str, Any], list[ScenarioResult]]:

@@ -30,3 +30,22 @@ class SharedRedisCache(RedisCache):
             if client is None:
                 client = _clients[key] = self._class(self._servers, **self._options)
             return client
+
+    @property
+    def has_one_server(self) -> bool:
+        return len(self._servers) == 1
+
+    def increment_and_read(self, increment_key: str, read_key: str, *, ttl: int) -> tuple[int, int]:
+        """Add 1 to one counter (kept ``ttl`` seconds) and read another, in one round trip.
+
+        Both keys must live on the same server: callers check ``has_one_server``.
+        """
+        counter = self.make_and_validate_key(increment_key)
+        other = self.make_and_validate_key(read_key)
+        client = self._cache.get_client(counter, write=True)
+        with client.pipeline(transaction=False) as pipeline:
+            pipeline.incr(counter)
+            pipeline.expire(counter, ttl)
+            pipeline.get(other)
+            current, _, previous = pipeline.execute()
+        return int(current), int(previous or 0)
