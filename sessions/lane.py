@@ -4,15 +4,17 @@ Queued runs live in the database, so nothing is lost when a process restarts; th
 django-q2 task is only the nudge that makes a worker look.
 """
 
+import logging
 import os
 import socket
 import uuid
 from datetime import datetime, timedelta
 from functools import cache
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
@@ -33,6 +35,8 @@ from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
 from tenants.models import ProviderKey, Tenant
 
 WORKER_IDENTITY = f"{socket.gethostname()}:{os.getpid()}"
+
+logger = logging.getLogger(__name__)
 
 
 def new_lease_owner() -> str:
@@ -72,11 +76,32 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     an older run waits: the lane dispatches those in turn.
     """
     if connection.vendor == "postgresql":
-        if not _claim_in_sql(run_id=run_id, owner=owner):
+        if not _claim_checking_the_connection(run_id=run_id, owner=owner):
             return None
         # Loaded after the commit: run.started is out before the run's setup reads begin.
         return _load_claimed_run(run_id)
     return _claim_with_orm(run_id=run_id, owner=owner)
+
+
+def _claim_checking_the_connection(*, run_id: UUID, owner: str) -> bool:
+    """The claim, with its own first statement as the connection's health check.
+
+    A worker's connection idles between tasks, so Django checks it (``CONN_HEALTH_CHECKS``)
+    with a ``SELECT 1`` round trip before the task's first statement: about 0.4 ms on the
+    path of every message. The claim is a transaction that is safe to repeat, so it goes
+    first instead: if the connection went away meanwhile, it fails before changing anything
+    and runs again on a new connection.
+    """
+    checks: Any = connection  # health_check_* are missing from django-stubs
+    if checks.connection is None or not checks.health_check_enabled or checks.health_check_done:
+        return _claim_in_sql(run_id=run_id, owner=owner)
+    checks.health_check_done = True
+    try:
+        return _claim_in_sql(run_id=run_id, owner=owner)
+    except (OperationalError, InterfaceError):
+        logger.info("the database connection was gone; claiming run %s on a new one", run_id)
+        connection.close()
+        return _claim_in_sql(run_id=run_id, owner=owner)
 
 
 def _claim_with_orm(*, run_id: UUID, owner: str) -> Run | None:

@@ -5,7 +5,7 @@ import uuid
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
@@ -429,6 +429,37 @@ def test_two_workers_claiming_one_run_leave_exactly_one_owner(cast: Cast) -> Non
     assert (len(claimed), len(winners)) == (2, 1)
     stored = Run.objects.get(pk=run.pk)
     assert (stored.status, stored.lease_owner) == (S.EXECUTING, winners[0].lease_owner)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim checks PostgreSQL's connection")
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_whose_connection_went_away_while_idle_claims_on_a_new_one(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session)
+    connection.ensure_connection()
+    idle_backend = connection.connection.info.backend_pid
+    connection.health_check_done = False  # type: ignore[attr-defined]  # as after a task: unchecked
+    killer = connections.create_connection("default")
+    try:
+        with killer.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [idle_backend])
+    finally:
+        killer.close()
+
+    claimed = run_claim(run_id=run.pk, owner="worker-1")
+
+    assert claimed is not None
+    assert connection.connection.info.backend_pid != idle_backend
+    assert Run.objects.filter(pk=run.pk).values_list("status", "lease_owner", "attempt").get() == (
+        S.EXECUTING,
+        "worker-1",
+        1,
+    )
+    assert [event_type for _seq, event_type, _data in session_events(session)] == [
+        "run.status",
+        "run.started",
+        "run.status",
+    ]
 
 
 @pytest.mark.django_db
