@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 
 class Session(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sessions")
+    # db_index=False where a composite index leads with the column: a second index on it
+    # would only cost every insert (events are written many times per message).
+    tenant = models.ForeignKey(  # indexed by session_tenant_updated
+        Tenant, on_delete=models.CASCADE, related_name="sessions", db_index=False
+    )
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -50,7 +54,9 @@ class MessageRole(models.TextChoices):
 class Message(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    session = models.ForeignKey(  # indexed by message_unique_position
+        Session, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     # None while its run waits in the lane; set when the run starts.
     position = models.BigIntegerField(null=True, blank=True)
     role = models.CharField(max_length=10, choices=MessageRole.choices)
@@ -118,8 +124,12 @@ class RunPrefetch:
 
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    tenant = models.ForeignKey(  # indexed by run_tenant_created
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    session = models.ForeignKey(  # indexed by run_session_lane
+        Session, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
     agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, related_name="runs")
     user_message = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, related_name="+")
     created_by = models.ForeignKey(
@@ -209,7 +219,9 @@ class StepStatus(models.TextChoices):
 
 class Step(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    run = models.ForeignKey(  # indexed by step_unique_index
+        Run, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
     index = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, choices=StepKind.choices)
     status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
@@ -243,8 +255,12 @@ class RunEvent(models.Model):
     """One event of the wire contract, numbered within its session (DESIGN.md §4)."""
 
     id = models.BigAutoField(primary_key=True)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
+    session = models.ForeignKey(  # indexed by runevent_unique_seq
+        Session, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
+    run = models.ForeignKey(  # indexed by runevent_run_seq
+        Run, on_delete=models.CASCADE, null=True, blank=True, related_name="events", db_index=False
+    )
     seq = models.BigIntegerField()
     type = models.CharField(max_length=40)
     data = models.JSONField(default=dict)
