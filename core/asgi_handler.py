@@ -1,21 +1,30 @@
-"""Django's ASGI handler with one thread hop per request instead of three.
+"""Django's ASGI handler with one thread hop per request instead of four.
 
 Django builds an ASGI handler's middleware chain in async mode. Every middleware here is
 synchronous (Django's own, WhiteNoise, ours), so Django adapts around them: the request
 goes from the event loop to the sync thread for the middleware, back to the loop for the
-URL resolution, and to the thread again for a sync view, then the same way back. Each hop
-wakes a thread or the loop, which on a small machine costs more than the work between.
-This handler builds the chain in sync mode, as under WSGI, and calls it in one hop.
+URL resolution, and to the thread again for a sync view, then the same way back. Before
+all that, ``request_started`` goes to its sync receivers (closing stale database
+connections) in a hop of its own. Each hop wakes a thread or the loop, which on a small
+machine costs more than the work between. This handler builds the chain in sync mode, as
+under WSGI, and sends ``request_started`` and runs the chain in one hop.
 
 Async views (the SSE streams) still work: the sync chain runs them with ``async_to_sync``
 on the server's loop, and their streaming bodies are sent by ``ASGIHandler`` as before.
 """
 
+import asyncio
+import contextlib
+from typing import Any
+
 from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.urls import set_script_prefix
 
 
 class SyncChainASGIHandler(ASGIHandler):
@@ -24,5 +33,60 @@ class SyncChainASGIHandler(ASGIHandler):
         self.load_middleware(is_async=False)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        response: HttpResponseBase = await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        response: HttpResponseBase = await sync_to_async(self._start_and_get_response, thread_sensitive=True)(
+            request
+        )
         return response
+
+    def _start_and_get_response(self, request: HttpRequest) -> HttpResponseBase:
+        signals.request_started.send(sender=self.__class__, scope=request.scope)  # type: ignore[attr-defined]
+        return self.get_response(request)
+
+    async def handle(self, scope: Any, receive: Any, send: Any) -> None:
+        """``ASGIHandler.handle`` (Django 5.2), except that ``request_started`` is sent by
+        ``get_response_async``, in the thread hop of the view, instead of in a hop of its own."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            assert error_response is not None
+            await signals.request_started.asend(sender=self.__class__, scope=scope)
+            body_file.close()
+            await self.send_response(error_response, send)
+            await sync_to_async(error_response.close)()
+            return
+
+        async def process_request(request: HttpRequest, send: Any) -> HttpResponseBase:
+            response: HttpResponseBase = await self.run_get_response(request)
+            with contextlib.suppress(asyncio.CancelledError):  # the client left during send_response
+                await self.send_response(response, send)
+            return response
+
+        # Catch a disconnect while the response is made; the listener is checked first.
+        listener = asyncio.create_task(self.listen_for_disconnect(receive))
+        responder = asyncio.create_task(process_request(request, send))
+        tasks: list[asyncio.Task[Any]] = [listener, responder]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass  # client disconnects are ignored
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()  # views may handle the cancellation
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        try:
+            response = responder.result()
+        except asyncio.CancelledError:
+            await signals.request_finished.asend(sender=self.__class__)
+        else:
+            await sync_to_async(response.close)()
+        body_file.close()
