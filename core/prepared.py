@@ -44,6 +44,23 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         yield cursor
 
 
+@contextmanager
+def pipelined() -> Iterator[None]:
+    """On PostgreSQL, statements executed inside go out without waiting for each other's results.
+
+    The server still runs them one after another, in order, each with its own snapshot; the
+    results of all come back in one round trip when the first is fetched (psycopg's pipeline
+    mode). For statements that do not need the previous one's answer to be written. Elsewhere,
+    nothing changes.
+    """
+    if connection.vendor != "postgresql":
+        yield
+        return
+    connection.ensure_connection()
+    with connection.connection.pipeline():
+        yield
+
+
 def _logged_cursor(raw: Any) -> CursorWrapper:
     from django.db.backends.postgresql.base import CursorDebugWrapper
 

@@ -18,7 +18,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
-from core.prepared import prepared_cursor
+from core.prepared import pipelined, prepared_cursor
 from core.rows import column_count, column_list, instance_from_row
 from memory.models import Memory, MemoryStatus
 from sessions.events import (
@@ -168,14 +168,16 @@ _START_RUN_PLACE_MESSAGE_STORE_EVENTS = (
 def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
     run_id = UUID(str(run_id))
     lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
-    with transaction.atomic(), prepared_cursor() as cursor:
-        # Locking the session row keeps two workers from starting two runs of one lane.
-        cursor.execute(_LOCK_SESSION_OF_RUN, [run_id])
-        if cursor.fetchone() is None:
-            return False
-        cursor.execute(_READ_RUN_AND_LANE_HEAD, [[str(status) for status in lane_statuses], run_id])
-        row = cursor.fetchone()
-        if row is None:
+    with transaction.atomic(), prepared_cursor() as cursor, prepared_cursor() as read_cursor:
+        # Locking the session row keeps two workers from starting two runs of one lane. The read
+        # goes out with the lock (and BEGIN) in one round trip, but the server runs it after the
+        # lock is held, with a snapshot of its own: it sees whatever the lock waited for.
+        with pipelined():
+            cursor.execute(_LOCK_SESSION_OF_RUN, [run_id])
+            read_cursor.execute(_READ_RUN_AND_LANE_HEAD, [[str(status) for status in lane_statuses], run_id])
+            is_locked = cursor.fetchone() is not None
+            row = read_cursor.fetchone()
+        if not is_locked or row is None:
             return False
         status, version, session_id, parent_run_id, user_message_id, agent_id = row[:6]
         title, tool_call_id, planning_mode, attempt, message_needs_position, lane_head = row[6:]

@@ -1,10 +1,12 @@
 """The hot path's cursor: prepared, planned once, and still counted like any other query."""
 
+import threading
+
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from core.prepared import prepared_cursor
+from core.prepared import pipelined, prepared_cursor
 
 pytestmark = pytest.mark.django_db
 
@@ -55,3 +57,38 @@ def test_orm_queries_are_never_prepared() -> None:
         cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%tenant%"])
         (prepared_tenant_queries,) = cursor.fetchone()
     assert (prepared_orm_queries, prepared_tenant_queries) == (0, 0)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pipelining is PostgreSQL's")
+@pytest.mark.django_db(transaction=True)
+def test_a_pipelined_read_runs_after_the_lock_before_it_and_sees_what_the_lock_waited_for() -> None:
+    from tenants.models import Tenant
+
+    tenant = Tenant.objects.create(slug="pipelined", name="before")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_row_and_rename() -> None:
+        try:
+            with transaction.atomic():
+                Tenant.objects.select_for_update().filter(pk=tenant.pk).update(name="after")
+                holding.set()
+                release.wait(timeout=10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_row_and_rename)
+    holder.start()
+    assert holding.wait(timeout=10)
+    threading.Timer(0.3, release.set).start()  # commits while the pipeline waits for the lock
+    table = Tenant._meta.db_table
+    with (
+        transaction.atomic(),
+        prepared_cursor() as lock_cursor,
+        prepared_cursor() as read_cursor,
+        pipelined(),
+    ):
+        lock_cursor.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [tenant.pk])  # noqa: S608
+        read_cursor.execute(f"SELECT name FROM {table} WHERE id = %s", [tenant.pk])  # noqa: S608
+        locked, read = lock_cursor.fetchone(), read_cursor.fetchone()
+    holder.join(timeout=10)
+    assert (locked, read) == ((tenant.pk,), ("after",))
