@@ -92,32 +92,28 @@ def chat_message_for(message: Message) -> ChatMessage:
 def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
     """The model's context: the latest compaction's note, then the messages it did not replace.
 
-    The same rows as ``latest_compaction`` and ``context_messages`` select, in two hand-written
-    statements: every run starts by reading its transcript (``tests/test_compaction_runs.py``
+    The same rows as ``latest_compaction`` and ``context_messages`` select, in one hand-written
+    statement: every run starts by reading its transcript (``tests/test_compaction_runs.py``
     pins the two to each other).
     """
     session_key = Session._meta.get_field("id").get_db_prep_value(session_id, connection)
     abandoned = [str(status) for status in ABANDONED_RUN_STATUSES]
     with prepared_cursor() as cursor:
-        cursor.execute(_latest_snapshot_query(), [session_key, *abandoned])
-        snapshot = cursor.fetchone()
-        after = [snapshot[0]] if snapshot else []
-        cursor.execute(
-            _context_messages_query(is_after_snapshot=bool(snapshot)),
-            [session_key, *after, *abandoned, str(MessageRole.USER)],
-        )
+        params = [session_key, *abandoned, session_key, *abandoned, MessageRole.USER]
+        cursor.execute(_transcript_query(), params)
         rows = cursor.fetchall()
+    snapshot_summary = next((row[3] for row in rows if row[0] == _SNAPSHOT_PART), None)
     transcript = [
         ChatMessage(
             role="assistant" if role == MessageRole.ASSISTANT else "user",
             content=list(field_value(Message, "content", content)),
         )
-        for role, content in rows
-        if role != MessageRole.SYSTEM
+        for part, role, content, _summary, _position in rows
+        if part == _MESSAGES_PART and role != MessageRole.SYSTEM
     ]
-    if snapshot is None:
+    if snapshot_summary is None:
         return transcript
-    return with_note(compaction_note(snapshot[1]), transcript)
+    return with_note(compaction_note(snapshot_summary), transcript)
 
 
 def _abandoned_run_sql(run_alias: str) -> str:
@@ -129,27 +125,28 @@ def _abandoned_run_sql(run_alias: str) -> str:
     )
 
 
+_SNAPSHOT_PART, _MESSAGES_PART = 0, 1
+
+
 @cache
-def _latest_snapshot_query() -> str:
+def _transcript_query() -> str:
+    """The latest snapshot's summary (``latest_compaction``), then the messages after it
+    (``context_messages``), as rows of (part, role, content, summary, position)."""
     return (
-        "SELECT c.replaces_up_to_position, c.summary"  # noqa: S608
+        "WITH snapshot AS (SELECT c.replaces_up_to_position, c.summary"  # noqa: S608
         f" FROM {CompactionSnapshot._meta.db_table} c LEFT JOIN {Run._meta.db_table} r ON r.id = c.run_id"
         " WHERE c.session_id = %s AND c.replaces_up_to_position IS NOT NULL"
         f" AND (c.run_id IS NULL OR NOT {_abandoned_run_sql('r')})"
-        " ORDER BY c.created_at DESC, c.replaces_up_to_position DESC LIMIT 1"
-    )
-
-
-@cache
-def _context_messages_query(*, is_after_snapshot: bool) -> str:
-    return (
-        "SELECT m.role, m.content"  # noqa: S608
+        " ORDER BY c.created_at DESC, c.replaces_up_to_position DESC LIMIT 1)"
+        f" SELECT {_SNAPSHOT_PART} AS part, NULL AS role, NULL AS content, summary, 0 AS position"
+        " FROM snapshot"
+        f" UNION ALL SELECT {_MESSAGES_PART}, m.role, m.content, NULL, m.position"
         f" FROM {Message._meta.db_table} m LEFT JOIN {Run._meta.db_table} r ON r.id = m.run_id"
         " WHERE m.session_id = %s AND m.position IS NOT NULL"
-        + (" AND m.position > %s" if is_after_snapshot else "")
-        + " AND r.parent_run_id IS NULL"
-        + f" AND (m.run_id IS NULL OR NOT {_abandoned_run_sql('r')} OR m.role = %s)"
-        + " ORDER BY m.position"
+        " AND NOT EXISTS (SELECT 1 FROM snapshot WHERE m.position <= snapshot.replaces_up_to_position)"
+        " AND r.parent_run_id IS NULL"
+        f" AND (m.run_id IS NULL OR NOT {_abandoned_run_sql('r')} OR m.role = %s)"
+        " ORDER BY part, position"
     )
 
 
