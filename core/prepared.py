@@ -16,7 +16,7 @@ keep prepared statements); the cursor still binds server-side then.
 """
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django.db import connection
@@ -59,6 +59,16 @@ def pipelined() -> Iterator[None]:
     connection.ensure_connection()
     with connection.connection.pipeline():
         yield
+
+
+def read_in_one_round_trip(statements: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
+    """Each statement's rows; on PostgreSQL all the statements go out at once (``pipelined``)."""
+    with ExitStack() as stack:
+        cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
+        with pipelined():
+            for cursor, (statement, params) in zip(cursors, statements, strict=True):
+                cursor.execute(statement, params)
+            return [cursor.fetchall() for cursor in cursors]
 
 
 def _logged_cursor(raw: Any) -> CursorWrapper:

@@ -96,12 +96,20 @@ def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
     statement: every run starts by reading its transcript (``tests/test_compaction_runs.py``
     pins the two to each other).
     """
+    statement, params = transcript_statement(session_id=session_id)
+    with prepared_cursor() as cursor:
+        cursor.execute(statement, params)
+        return transcript_from_rows(cursor.fetchall())
+
+
+def transcript_statement(*, session_id: UUID) -> tuple[str, list[Any]]:
+    """``session_transcript``'s statement; a claim on PostgreSQL reads it along with the run."""
     session_key = Session._meta.get_field("id").get_db_prep_value(session_id, connection)
     abandoned = [str(status) for status in ABANDONED_RUN_STATUSES]
-    with prepared_cursor() as cursor:
-        params = [session_key, *abandoned, session_key, *abandoned, MessageRole.USER]
-        cursor.execute(_transcript_query(), params)
-        rows = cursor.fetchall()
+    return _transcript_query(), [session_key, *abandoned, session_key, *abandoned, MessageRole.USER]
+
+
+def transcript_from_rows(rows: list[tuple[Any, ...]]) -> list[ChatMessage]:
     snapshot_summary = next((row[3] for row in rows if row[0] == _SNAPSHOT_PART), None)
     transcript = [
         ChatMessage(

@@ -229,7 +229,9 @@ def transcript_for(run: Run) -> list[ChatMessage]:
     if run.parent_run_id is not None:
         own = Message.objects.filter(run=run, position__isnull=False).order_by("position")
         return [chat_message_for(message) for message in own.only("role", "content")]
-    return session_transcript(session_id=run.session_id)
+    prefetched = run.__dict__.get("prefetched")
+    transcript = prefetched.take_transcript() if prefetched is not None else None
+    return transcript if transcript is not None else session_transcript(session_id=run.session_id)
 
 
 def _record_loop_result(run: Run, result: LoopResult, subagents: SubagentSpawner | None = None) -> None:

@@ -4,10 +4,12 @@ Queued runs live in the database, so nothing is lost when a process restarts; th
 django-q2 task is only the nudge that makes a worker look.
 """
 
+import json
 import logging
 import os
 import socket
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -18,9 +20,10 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
-from core.prepared import pipelined, prepared_cursor
+from core.prepared import pipelined, prepared_cursor, read_in_one_round_trip
 from core.rows import column_count, column_list, instance_from_row
 from memory.models import Memory, MemoryStatus
+from sessions.compaction import transcript_from_rows, transcript_statement
 from sessions.events import (
     NUMBERED_EVENTS_INSERT,
     PendingEvent,
@@ -33,6 +36,7 @@ from sessions.models import Message, Run, RunPrefetch, RunStatus, Session, Step
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
 from tenants.models import ProviderKey, Tenant
+from tools.registry import run_tool_candidates_statement, tool_candidates_from_rows
 
 WORKER_IDENTITY = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -76,14 +80,15 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     an older run waits: the lane dispatches those in turn.
     """
     if connection.vendor == "postgresql":
-        if not _claim_checking_the_connection(run_id=run_id, owner=owner):
+        claimed = _claim_checking_the_connection(run_id=run_id, owner=owner)
+        if claimed is None:
             return None
         # Loaded after the commit: run.started is out before the run's setup reads begin.
-        return _load_claimed_run(run_id)
+        return _load_claimed_run(run_id, claimed)
     return _claim_with_orm(run_id=run_id, owner=owner)
 
 
-def _claim_checking_the_connection(*, run_id: UUID, owner: str) -> bool:
+def _claim_checking_the_connection(*, run_id: UUID, owner: str) -> "_ClaimedRun | None":
     """The claim, with its own first statement as the connection's health check.
 
     A worker's connection idles between tasks, so Django checks it (``CONN_HEALTH_CHECKS``)
@@ -148,7 +153,8 @@ _READ_RUN_AND_LANE_HEAD = (
     f" (SELECT m.position IS NULL FROM {Message._meta.db_table} m WHERE m.id = r.user_message_id),"
     f" (SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"
     "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
-    "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1)"
+    "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1),"
+    " r.tenant_id, r.agent_config->'tool_policy'->>'assigned_tool_ids'"
     f" FROM {_RUNS} r WHERE r.id = %s"
 )
 # Under the session's lock, one statement starts the run (if it is still queued at the version
@@ -165,7 +171,18 @@ _START_RUN_PLACE_MESSAGE_STORE_EVENTS = (
 )
 
 
-def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
+@dataclass(frozen=True)
+class _ClaimedRun:
+    """What the claim's read learned of the run, for the reads that follow it."""
+
+    session_id: UUID
+    tenant_id: UUID
+    assigned_tool_ids: set[str]
+    # A top-level run that executes at once reads the session's transcript first thing.
+    reads_session_transcript: bool
+
+
+def _claim_in_sql(*, run_id: UUID, owner: str) -> _ClaimedRun | None:
     run_id = UUID(str(run_id))
     lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
     with transaction.atomic(), prepared_cursor() as cursor, prepared_cursor() as read_cursor:
@@ -178,11 +195,12 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
             is_locked = cursor.fetchone() is not None
             row = read_cursor.fetchone()
         if not is_locked or row is None:
-            return False
+            return None
         status, version, session_id, parent_run_id, user_message_id, agent_id = row[:6]
-        title, tool_call_id, planning_mode, attempt, message_needs_position, lane_head = row[6:]
+        title, tool_call_id, planning_mode, attempt, message_needs_position, lane_head = row[6:12]
+        tenant_id, assigned_tool_ids = row[12:]
         if status != RunStatus.QUEUED or (parent_run_id is None and lane_head != run_id):
-            return False
+            return None
         # What plans_first and _started_data read, without loading the whole run.
         run = Run(
             id=run_id,
@@ -211,9 +229,14 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> bool:
         )
         sequence_numbers = [seq for (seq,) in cursor.fetchall()]
         if not sequence_numbers:  # the run moved since it was read: nothing was written
-            return False
+            return None
         announce_on_commit(session_id, events, sequence_numbers)
-    return True
+    return _ClaimedRun(
+        session_id=session_id,
+        tenant_id=tenant_id,
+        assigned_tool_ids=set(json.loads(assigned_tool_ids or "[]")),
+        reads_session_transcript=parent_run_id is None and path[-1] == RunStatus.EXECUTING,
+    )
 
 
 def _start_events(run: Run, path: list[str], *, at: datetime) -> list[PendingEvent]:
@@ -297,13 +320,22 @@ def _claimed_run_query() -> str:
     )
 
 
-def _load_claimed_run(run_id: UUID) -> Run | None:
+def _load_claimed_run(run_id: UUID, claimed: _ClaimedRun | None = None) -> Run | None:
     """The run with its tenant, session and user message, as the ORM's select_related loads them;
     also the tenant's own key for the run's provider (``Tenant.loaded_provider_keys``), the run's
-    step count and whether its agent has active memories (``Run.prefetched``)."""
-    with prepared_cursor() as cursor:
-        cursor.execute(_claimed_run_query(), [run_id])
-        row = cursor.fetchone()
+    step count and whether its agent has active memories (``Run.prefetched``).
+
+    With what the claim learned, the same round trip reads the run's tool candidates and, for a
+    run that executes at once, the session's transcript (``Run.prefetched``): the first things
+    the run reads.
+    """
+    statements = [(_claimed_run_query(), [run_id])]
+    if claimed is not None:
+        statements.append(run_tool_candidates_statement(claimed.tenant_id, claimed.assigned_tool_ids))
+        if claimed.reads_session_transcript:
+            statements.append(transcript_statement(session_id=claimed.session_id))
+    results = read_in_one_round_trip(statements)
+    row = results[0][0] if results[0] else None
     if row is None:  # deleted right after its claim
         return None
     run_end = column_count(Run)
@@ -320,4 +352,8 @@ def _load_claimed_run(run_id: UUID) -> Run | None:
         key = None if key_row[0] is None else instance_from_row(ProviderKey, key_row)
         run.tenant.loaded_provider_keys = {provider: key}
     run.prefetched = RunPrefetch(step_count=row[-2], agent_has_active_memories=bool(row[-1]))
+    if claimed is not None:
+        run.prefetched.tool_candidates = tool_candidates_from_rows(results[1])
+        if claimed.reads_session_transcript:
+            run.prefetched.transcript = transcript_from_rows(results[2])
     return run

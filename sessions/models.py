@@ -11,7 +11,9 @@ from agents.models import Agent
 from tenants.models import Tenant
 
 if TYPE_CHECKING:
+    from agents.runtime.types import ChatMessage
     from sessions.selectors import LaneState
+    from tools.models import Tool
 
 
 class Session(models.Model):
@@ -116,10 +118,26 @@ class RunRoute(models.TextChoices):
     COMPLEX = "complex"
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunPrefetch:
+    """What a claim read along with the run (``sessions.lane``).
+
+    The tool candidates and the transcript (PostgreSQL, in the same round trip) are each taken
+    once, by their first reader: a later read may follow writes of the run, so it asks again.
+    """
+
     step_count: int  # steps stored so far (0: a first pass, not a replay)
     agent_has_active_memories: bool
+    tool_candidates: "list[Tool] | None" = None
+    transcript: "list[ChatMessage] | None" = None
+
+    def take_tool_candidates(self) -> "list[Tool] | None":
+        taken, self.tool_candidates = self.tool_candidates, None
+        return taken
+
+    def take_transcript(self) -> "list[ChatMessage] | None":
+        taken, self.transcript = self.transcript, None
+        return taken
 
 
 class Run(models.Model):

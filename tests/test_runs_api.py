@@ -9,6 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from sessions.compaction import session_transcript
+from sessions.execution import transcript_for
+from sessions.lane import run_claim
 from sessions.models import Message, Run, RunEvent, Session, Step
 from sessions.selectors import LaneState, session_get_for_posting
 from sessions.services import _store_message_and_run_in_one_statement, _store_message_and_run_with_orm
@@ -18,7 +21,7 @@ from tests.conftest import Cast
 from tests.factories import field_values, make_agent
 from tests.fake_model_server import FakeModelServer, Turn
 from tools.models import AgentTool, Tool, ToolKind, ToolPolicy
-from tools.registry import policy_snapshot
+from tools.registry import _run_tool_candidates, policy_snapshot, toolset_for_run
 
 pytestmark = pytest.mark.django_db
 
@@ -495,3 +498,44 @@ def test_posting_in_one_statement_writes_what_the_orm_writes(cast: Cast, bob_api
         )
     assert written[0] == written[1]
     assert written[0]["session"] == ("hello there", 1, True)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim reads ahead on PostgreSQL")
+def test_a_claimed_run_carries_its_tool_candidates_and_transcript_as_the_run_would_read_them(
+    cast: Cast, bob_api: APIClient
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    assigned = Tool.objects.create(tenant=cast.tenant_a, name="crm", kind=ToolKind.HTTP, input_schema={})
+    Tool.objects.create(tenant=cast.tenant_a, name="not-assigned", kind=ToolKind.HTTP, input_schema={})
+    AgentTool.objects.create(agent=agent, tool=assigned)
+    session_id = start_session(bob_api, agent.pk)
+    execute_run(post_message(bob_api, session_id, "first")["run"]["id"])  # type: ignore[index]
+    run_id = post_message(bob_api, session_id, "second")["run"]["id"]  # type: ignore[index]
+
+    claimed = run_claim(run_id=run_id, owner="worker-1")  # type: ignore[arg-type]
+
+    assert claimed is not None
+    prefetched = claimed.prefetched
+    expected_tools = _run_tool_candidates(cast.tenant_a.pk, {str(assigned.pk)})
+    assert [field_values(tool) for tool in prefetched.tool_candidates or []] == [
+        field_values(tool) for tool in expected_tools
+    ]
+    assert "crm" in {tool.name for tool in expected_tools} and "not-assigned" not in {
+        tool.name for tool in expected_tools
+    }
+    transcript = session_transcript(session_id=claimed.session_id)
+    assert [message.role for message in transcript] == ["user", "assistant", "user"]
+    assert prefetched.transcript == transcript
+    # Each is read ahead for one reader; the next asks the database again, and gets the same.
+    with CaptureQueriesContext(connection) as first_reads:
+        assert transcript_for(claimed) == transcript
+        toolset_from_prefetch = toolset_for_run(claimed)
+    assert len(first_reads) == 0
+    assert (prefetched.transcript, prefetched.tool_candidates) == (None, None)
+    with CaptureQueriesContext(connection) as second_reads:
+        assert transcript_for(claimed) == transcript
+        toolset_from_database = toolset_for_run(claimed)
+    assert len(second_reads) == 2
+    assert "crm" in toolset_from_prefetch.tools
+    assert sorted(toolset_from_prefetch.tools) == sorted(toolset_from_database.tools)
+    assert toolset_from_prefetch.decisions == toolset_from_database.decisions

@@ -16,7 +16,7 @@ from memory.models import MemoryStatus
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.execution import run_finish
 from sessions.lane import new_lease_owner, run_claim
-from sessions.models import Message, Run, RunEvent, RunPrefetch, RunStatus, Session, Step, StepStatus
+from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import (
     RUN_TRANSITIONS,
@@ -538,7 +538,8 @@ def test_a_claimed_run_knows_its_step_count_and_whether_its_agent_has_memories(
         assert "prefetched" not in claimed.__dict__  # SQLite's setup asks the database
         return
     has_memories = memory_status == MemoryStatus.ACTIVE
-    assert claimed.prefetched == RunPrefetch(step_count=1, agent_has_active_memories=has_memories)
+    prefetched = claimed.prefetched
+    assert (prefetched.step_count, prefetched.agent_has_active_memories) == (1, has_memories)
     assert DjangoRunRecorder(claimed, lease_owner="worker-1", deadline=None)._next_step_index == 1
 
 

@@ -118,8 +118,16 @@ def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
     """The built-ins and the tenant's assigned tools, each with its MCP server, in one statement.
 
     Every run starts here, so the statement is written out (``tests/tools`` pins it to the ORM's
-    ``Tool.objects.filter(...).select_related("mcp_server")``).
+    ``Tool.objects.filter(...).select_related("mcp_server")``). A claim on PostgreSQL reads it
+    along with the run (``sessions.lane``, ``Run.prefetched``).
     """
+    statement, params = run_tool_candidates_statement(tenant_id, assigned)
+    with prepared_cursor() as cursor:
+        cursor.execute(statement, params)
+        return tool_candidates_from_rows(cursor.fetchall())
+
+
+def run_tool_candidates_statement(tenant_id: Any, assigned: set[str]) -> tuple[str, list[Any]]:
     pk = Tool._meta.pk
     assert pk is not None
     assigned_ids = [pk.get_db_prep_value(UUID(tool_id), connection) for tool_id in sorted(assigned)]
@@ -132,9 +140,10 @@ def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
     if assigned_ids:
         statement += f" OR (t.tenant_id = %s AND t.id IN ({', '.join(['%s'] * len(assigned_ids))}))"
         params = [Tool._meta.get_field("tenant").get_db_prep_value(tenant_id, connection), *assigned_ids]
-    with prepared_cursor() as cursor:
-        cursor.execute(statement, params)
-        rows = cursor.fetchall()
+    return statement, params
+
+
+def tool_candidates_from_rows(rows: list[tuple[Any, ...]]) -> list[Tool]:
     tool_end = column_count(Tool)
     tools = []
     for row in rows:
@@ -142,6 +151,11 @@ def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
         tool.mcp_server = None if tool.mcp_server_id is None else instance_from_row(McpServer, row[tool_end:])
         tools.append(tool)
     return tools
+
+
+def assigned_tool_ids(agent_config: dict[str, Any]) -> set[str]:
+    """The tools the run's agent snapshot assigns (its policy's ``assigned_tool_ids``)."""
+    return set((agent_config.get("tool_policy") or {}).get("assigned_tool_ids", ()))
 
 
 _builtins_synced_in_this_process = False
@@ -163,8 +177,11 @@ def toolset_for_run(run: Run) -> RunToolset:
         require_approval=tuple(snapshot.get("require_approval", ())),
         read_only_only=bool(run.agent_config.get("read_only_tools")),
     )
-    assigned = set(snapshot.get("assigned_tool_ids", ()))
-    candidates = _run_tool_candidates(run.tenant_id, assigned)
+    assigned = assigned_tool_ids(run.agent_config)
+    prefetched = run.__dict__.get("prefetched")
+    candidates = prefetched.take_tool_candidates() if prefetched is not None else None
+    if candidates is None:
+        candidates = _run_tool_candidates(run.tenant_id, assigned)
     if not _builtin_rows_are_current(candidates):
         ensure_builtin_tools()
         candidates = _run_tool_candidates(run.tenant_id, assigned)
