@@ -42,6 +42,7 @@ from bench.common import (
     BenchError,
     BenchStack,
     StackOptions,
+    cpu_seconds,
     git_commit,
     load_average,
     log,
@@ -89,18 +90,20 @@ class CpuUse:
 
 
 class CpuMeter:
-    """Snapshots of CPU time: the stack's processes, this process and its children (client and fake
-    model), the machine."""
+    """Snapshots of CPU time: the stack's processes, this process and the fake model's (client and
+    fake model), the machine."""
 
-    def __init__(self, stack: BenchStack) -> None:
+    def __init__(self, stack: BenchStack, model: FakeModelProcess) -> None:
         self.stack = stack
+        self.model = model
         self.load_average = load_average()
         self.start = self._snapshot()
 
     def _snapshot(self) -> tuple[float, float, float, float, float]:
         server, workers = self.stack.cpu_seconds()
         busy, total = machine_busy_seconds()
-        return server, workers, tree_cpu_seconds(os.getpid()), busy, total
+        client = cpu_seconds(os.getpid()) + tree_cpu_seconds(self.model.pid)
+        return server, workers, client, busy, total
 
     def per_message(self, messages: int) -> CpuUse:
         server, workers, client, busy, total = (
@@ -383,7 +386,7 @@ class AgentTurnBench:
         for _ in range(self.options.warmup):
             self.measure_message(scenario, observer)
         samples, last_run_id = [], ""
-        meter = CpuMeter(self.stack)
+        meter = CpuMeter(self.stack, self.model)
         for index in range(self.options.messages):
             self.stack.check_alive()
             sample, last_run_id = self.measure_message(scenario, observer)
@@ -575,6 +578,7 @@ class FakeModelProcess:
             self._process.kill()
             raise BenchError("the fake model server did not start")
         self.url: str = self._commands.recv()
+        self.pid: int = self._process.pid or 0
 
     def script(self, *turns: Turn, match: str) -> None:
         """Queue turns for the requests containing ``match``; returns once the server has them."""
