@@ -260,13 +260,19 @@ def test_a_worker_finishing_a_run_cancelled_meanwhile_ends_it_cancelled(cast: Ca
     ]
 
 
-@pytest.mark.django_db
-def test_a_stale_step_completion_writes_nothing(cast: Cast) -> None:
+def _a_model_step_someone_else_moved(cast: Cast) -> tuple[Session, Run, DjangoRunRecorder, str]:
+    """A running run's recorder, holding a model step whose stored version moved on."""
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
     recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
     step_id = recorder.start_step(kind="model_call", input={})
-    Step.objects.filter(pk=step_id).update(version=F("version") + 1)  # someone else moved it
+    Step.objects.filter(pk=step_id).update(version=F("version") + 1)
+    return session, run, recorder, step_id
+
+
+@pytest.mark.django_db
+def test_a_stale_step_completion_writes_nothing(cast: Cast) -> None:
+    session, run, recorder, step_id = _a_model_step_someone_else_moved(cast)
     events_before = session_events(session)
 
     with events_batched(), pytest.raises(StaleTransition):
@@ -330,11 +336,7 @@ def test_a_model_call_ends_with_its_answer_on_either_database(cast: Cast) -> Non
 
 @pytest.mark.django_db
 def test_a_stale_step_completion_with_its_answer_writes_neither(cast: Cast) -> None:
-    session = make_session(cast)
-    run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
-    step_id = recorder.start_step(kind="model_call", input={})
-    Step.objects.filter(pk=step_id).update(version=F("version") + 1)  # someone else moved it
+    session, run, recorder, step_id = _a_model_step_someone_else_moved(cast)
     events_before = session_events(session)
 
     with pytest.raises(StaleTransition):
