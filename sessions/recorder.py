@@ -89,8 +89,8 @@ class DjangoRunRecorder:
                 raise
             finally:
                 self._batch_depth -= 1
-            if self._batch_depth == 0 and self._deferred_completion is not None:
-                self._store_deferred_completion(answer=None)
+            if self._batch_depth == 0:
+                self._store_deferred_completion_first()
             if self._batch_depth == 0 and self._unsaved_steps:
                 steps, self._unsaved_steps = self._unsaved_steps, []
                 one_statement.insert_steps(steps, events=take_batched_events(self.run.session_id))
@@ -128,8 +128,7 @@ class DjangoRunRecorder:
             started_at=timezone.now(),
         )
         if self._batch_depth and connection.vendor == "postgresql":
-            if self._deferred_completion is not None:
-                self._store_deferred_completion(answer=None)
+            self._store_deferred_completion_first()
             self._unsaved_steps.append(step)  # inserted with the batch's events (batch)
         else:
             step.save(force_insert=True)
@@ -220,7 +219,14 @@ class DjangoRunRecorder:
             raise StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
         self._count_completed(step, output=completion.output, tokens=completion.tokens)
 
+    def _store_deferred_completion_first(self) -> None:
+        """Before a write that stores the batch's events itself: the deferred end goes first,
+        with the events emitted up to it."""
+        if self._deferred_completion is not None:
+            self._store_deferred_completion(answer=None)
+
     def fail_step(self, step_id: str, *, error: str) -> None:
+        self._store_deferred_completion_first()
         step = self._steps.pop(step_id)
         with transaction.atomic():
             step_transition(step, StepStatus.FAILED, error=error, finished_at=timezone.now())
@@ -271,6 +277,7 @@ class DjangoRunRecorder:
 
     def record_compaction(self, record: CompactionRecord) -> None:
         """Store the snapshot later runs start their context from (sessions.compaction)."""
+        self._store_deferred_completion_first()
         compaction_snapshot_create(session=self.run.session, run=self.run, record=record)
 
     def tool_calls_so_far(self) -> int:

@@ -335,6 +335,36 @@ def test_a_model_call_ends_with_its_answer_on_either_database(cast: Cast) -> Non
 
 
 @pytest.mark.django_db
+def test_a_model_call_ending_in_a_batch_that_also_fails_a_step_stores_both_in_order(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    with recorder.batch():
+        model_step = recorder.start_step(kind="model_call", input={})
+        tool_step = recorder.start_step(kind="tool_call", input={"tool_call_id": "call-1"})
+    seq_before = session_events(session)[-1][0]
+
+    with recorder.batch():
+        recorder.complete_step(
+            model_step, output={"content": []}, usage=Usage(input_tokens=3, output_tokens=1)
+        )
+        recorder.fail_step(tool_step, error="boom")
+
+    statuses = dict(Step.objects.filter(run=run).values_list("id", "status"))
+    assert (statuses[uuid.UUID(model_step)], statuses[uuid.UUID(tool_step)]) == (
+        StepStatus.COMPLETED,
+        StepStatus.FAILED,
+    )
+    assert Run.objects.filter(pk=run.pk).values_list("input_tokens", "model_calls").get() == (3, 1)
+    later = [
+        (seq - seq_before, data["step_id"])
+        for seq, _type, data in session_events(session)
+        if seq > seq_before
+    ]
+    assert later == [(1, model_step), (2, tool_step)]
+
+
+@pytest.mark.django_db
 def test_a_stale_step_completion_with_its_answer_writes_neither(cast: Cast) -> None:
     session, run, recorder, step_id = _a_model_step_someone_else_moved(cast)
     events_before = session_events(session)
