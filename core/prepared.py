@@ -17,6 +17,7 @@ keep prepared statements); the cursor still binds server-side then.
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import cache
 from typing import Any
 
 from django.db import connection
@@ -72,12 +73,17 @@ def read_in_one_round_trip(statements: list[tuple[str, list[Any]]]) -> list[list
 
 
 def _logged_cursor(raw: Any) -> CursorWrapper:
+    return _prepared_statement_debug_wrapper()(raw, connection)
+
+
+@cache
+def _prepared_statement_debug_wrapper() -> type[CursorWrapper]:
+    """Django's debug cursor, logging the statement's own text (with ``%s``): psycopg keeps no
+    interpolated text of a prepared execution, so ``last_executed_query`` would log ``None``.
+    Built on first use: the PostgreSQL backend's module needs psycopg."""
     from django.db.backends.postgresql.base import CursorDebugWrapper
 
     class PreparedStatementDebugWrapper(CursorDebugWrapper):
-        """Logs the statement's own text (with ``%s``): psycopg keeps no interpolated text of a
-        prepared execution, so Django's ``last_executed_query`` would log ``None``."""
-
         @contextmanager
         def debug_sql(
             self,
@@ -89,4 +95,4 @@ def _logged_cursor(raw: Any) -> CursorWrapper:
             with super().debug_sql(sql, params, use_last_executed_query=False, many=many):
                 yield
 
-    return PreparedStatementDebugWrapper(raw, connection)
+    return PreparedStatementDebugWrapper

@@ -20,7 +20,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
-from core.prepared import pipelined, prepared_cursor, read_in_one_round_trip
+from core.prepared import prepared_cursor, read_in_one_round_trip
 from core.rows import column_count, column_list, instance_from_row
 from memory.models import Memory, MemoryStatus
 from sessions.compaction import transcript_from_rows, transcript_statement
@@ -185,17 +185,19 @@ class _ClaimedRun:
 def _claim_in_sql(*, run_id: UUID, owner: str) -> _ClaimedRun | None:
     run_id = UUID(str(run_id))
     lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
-    with transaction.atomic(), prepared_cursor() as cursor, prepared_cursor() as read_cursor:
+    with transaction.atomic():
         # Locking the session row keeps two workers from starting two runs of one lane. The read
         # goes out with the lock (and BEGIN) in one round trip, but the server runs it after the
         # lock is held, with a snapshot of its own: it sees whatever the lock waited for.
-        with pipelined():
-            cursor.execute(_LOCK_SESSION_OF_RUN, [run_id])
-            read_cursor.execute(_READ_RUN_AND_LANE_HEAD, [[str(status) for status in lane_statuses], run_id])
-            is_locked = cursor.fetchone() is not None
-            row = read_cursor.fetchone()
-        if not is_locked or row is None:
+        locked, read = read_in_one_round_trip(
+            [
+                (_LOCK_SESSION_OF_RUN, [run_id]),
+                (_READ_RUN_AND_LANE_HEAD, [[str(status) for status in lane_statuses], run_id]),
+            ]
+        )
+        if not locked or not read:
             return None
+        row = read[0]
         status, version, session_id, parent_run_id, user_message_id, agent_id = row[:6]
         title, tool_call_id, planning_mode, attempt, message_needs_position, lane_head = row[6:12]
         tenant_id, assigned_tool_ids = row[12:]
@@ -218,16 +220,17 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> _ClaimedRun | None:
             path.append(RunStatus.EXECUTING)
         now = timezone.now()
         events = _start_events(run, path, at=now)
-        cursor.execute(
-            _START_RUN_PLACE_MESSAGE_STORE_EVENTS,
-            [
-                *(path[-1], len(path), owner, lease_expiry(), now, run_id, version),
-                *(1 if message_needs_position else 0, len(events), session_id),
-                user_message_id,
-                *numbered_insert_params(session_id, events),
-            ],
-        )
-        sequence_numbers = [seq for (seq,) in cursor.fetchall()]
+        with prepared_cursor() as cursor:
+            cursor.execute(
+                _START_RUN_PLACE_MESSAGE_STORE_EVENTS,
+                [
+                    *(path[-1], len(path), owner, lease_expiry(), now, run_id, version),
+                    *(1 if message_needs_position else 0, len(events), session_id),
+                    user_message_id,
+                    *numbered_insert_params(session_id, events),
+                ],
+            )
+            sequence_numbers = [seq for (seq,) in cursor.fetchall()]
         if not sequence_numbers:  # the run moved since it was read: nothing was written
             return None
         announce_on_commit(session_id, events, sequence_numbers)
