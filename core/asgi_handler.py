@@ -11,13 +11,19 @@ under WSGI, and sends ``request_started`` and runs the chain in one hop.
 
 Async views (the SSE streams) still work: the sync chain runs them with ``async_to_sync``
 on the server's loop, and their streaming bodies are sent by ``ASGIHandler`` as before.
+
+Django also gives every request a thread of its own (a new single-thread executor), and a
+second thread to join it afterwards: two thread starts per request. This handler keeps the
+request threads of finished requests and hands them to the next ones (``RequestThreads``);
+one request still has one thread to itself while it runs, as in Django.
 """
 
 import asyncio
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
@@ -26,11 +32,47 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.urls import set_script_prefix
 
+# Threads kept for the next requests; more requests than this at once get threads that end
+# with them, as every request's did before.
+IDLE_REQUEST_THREADS = 16
+
+
+class RequestThreads:
+    """Single-thread executors for requests, each lent to one request at a time (event loop only)."""
+
+    def __init__(self, keep: int = IDLE_REQUEST_THREADS) -> None:
+        self._keep = keep
+        self._idle: list[ThreadPoolExecutor] = []
+
+    def lend(self) -> ThreadPoolExecutor:
+        # The most recently returned first: its thread's database connection is the warmest.
+        return self._idle.pop() if self._idle else ThreadPoolExecutor(1, thread_name_prefix="request")
+
+    def give_back(self, executor: ThreadPoolExecutor) -> None:
+        """Called when the request is done: every thread-sensitive call of it has returned."""
+        if len(self._idle) < self._keep:
+            self._idle.append(executor)
+        else:
+            executor.shutdown(wait=False)
+
 
 class SyncChainASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
+        self.request_threads = RequestThreads()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """``ASGIHandler.__call__`` with a lent request thread instead of a new one."""
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = self.request_threads.lend()
+        try:
+            async with ThreadSensitiveContext(executor=executor):
+                await self.handle(scope, receive, send)
+        finally:
+            # sync_to_async waits for its thread even when cancelled: the thread is free now.
+            self.request_threads.give_back(executor)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         response: HttpResponseBase = await sync_to_async(self._start_and_get_response, thread_sensitive=True)(

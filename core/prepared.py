@@ -20,8 +20,9 @@ from contextlib import ExitStack, contextmanager
 from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
+from psycopg.pq import TransactionStatus
 
 
 @contextmanager
@@ -70,6 +71,43 @@ def read_in_one_round_trip(statements: list[tuple[str, list[Any]]]) -> list[list
             for cursor, (statement, params) in zip(cursors, statements, strict=True):
                 cursor.execute(statement, params)
             return [cursor.fetchall() for cursor in cursors]
+
+
+def write_in_one_transaction(statements: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
+    """Each statement's rows, all committed together, or none of them.
+
+    On PostgreSQL outside a transaction, ``BEGIN``, the statements and ``COMMIT`` go out at once:
+    one round trip and one commit (one WAL flush) for all, where running them one by one would
+    take one of each per statement. The server runs them in order, so each sees what the ones
+    before it wrote. They all run, whatever the earlier ones returned: each must carry its own
+    conditions. Inside a transaction, or on SQLite, they run one after another in it.
+    """
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        with transaction.atomic():
+            return [rows_of(statement, params) for statement, params in statements]
+    with ExitStack() as stack:
+        cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
+        raw = connection.connection
+        try:
+            with connection.wrap_database_errors, raw.pipeline():
+                # Transaction control cannot be prepared.
+                raw.execute("BEGIN", prepare=False)
+                for cursor, (statement, params) in zip(cursors, statements, strict=True):
+                    cursor.execute(statement, params)
+                raw.execute("COMMIT", prepare=False)
+        except BaseException:
+            # An error aborts the rest of the pipeline, COMMIT included: end the transaction here.
+            if raw.info.transaction_status != TransactionStatus.IDLE:
+                raw.rollback()
+            raise
+        return [cursor.fetchall() for cursor in cursors]
+
+
+def rows_of(statement: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """The statement's rows, from a ``prepared_cursor``."""
+    with prepared_cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall()
 
 
 def _logged_cursor(raw: Any) -> CursorWrapper:

@@ -25,20 +25,24 @@ from agents.runtime.types import (
 from core.prepared import prepared_cursor
 from core.rows import field_value
 from memory.retrieval import memories_for_context
+from sessions import one_statement
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
 from sessions.events import PendingEvent, emit_event, events_batched
 from sessions.lane import new_lease_owner, run_claim
 from sessions.models import Message, Run, RunStatus, StopReason
+from sessions.one_statement import AnswerCompletion
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import (
     RUN_TRANSITIONS,
     TERMINAL_EVENT_TYPES,
     TERMINAL_RUN_STATUSES,
+    StaleAnswer,
     StaleTransition,
     run_transition,
     run_transition_to_end_in_one_statement,
+    stale_answer,
 )
 from sessions.subagents import SPAWN_SUBAGENT, SpawnRequest, SubagentSpawner, subagents_start_and_wait
 from tenants.limits import tenant_limit
@@ -111,6 +115,7 @@ def _run_loop(
         history = with_added_user_text(history, synthesis_context)
     tools: ToolProvider = DjangoToolProvider(toolset, tool_context_for(run)) if is_tool_use else NO_TOOLS
     subagents = _subagent_spawner(run, toolset)
+    recorder.holds_last_answer = True  # the loop's result is recorded below, with the held answer
     result = run_agent_loop(
         config=config,
         history=history,
@@ -124,7 +129,7 @@ def _run_loop(
             else None
         ),
     )
-    _record_loop_result(run, result, subagents)
+    _record_loop_result(run, result, recorder, subagents)
 
 
 def _subagent_spawner(run: Run, toolset: RunToolset) -> SubagentSpawner | None:
@@ -234,7 +239,11 @@ def transcript_for(run: Run) -> list[ChatMessage]:
     return transcript if transcript is not None else session_transcript(session_id=run.session_id)
 
 
-def _record_loop_result(run: Run, result: LoopResult, subagents: SubagentSpawner | None = None) -> None:
+def _record_loop_result(
+    run: Run, result: LoopResult, recorder: DjangoRunRecorder, subagents: SubagentSpawner | None = None
+) -> None:
+    if result.stop_reason not in LOOP_OUTCOMES:
+        recorder.store_held_answer()  # the run does not end here (none is held on these ways out)
     if result.stop_reason == "lease_lost":
         logger.warning("run %s: lease lost; another worker continues it", run.pk)
         return
@@ -245,7 +254,14 @@ def _record_loop_result(run: Run, result: LoopResult, subagents: SubagentSpawner
         _pause_for_subagents(run, subagents.requests if subagents is not None else [])
         return
     status, stop_reason = LOOP_OUTCOMES[result.stop_reason]
-    run_finish(run, status=status, stop_reason=stop_reason, error=result.error or "", is_current=True)
+    run_finish(
+        run,
+        status=status,
+        stop_reason=stop_reason,
+        error=result.error or "",
+        is_current=True,
+        answer=recorder.take_held_answer(),
+    )
 
 
 def _pause_for_approval(run: Run) -> None:
@@ -270,11 +286,13 @@ def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
     run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
-def _finish_in_one_statement(run: Run, *, target: str, stop_reason: str, error: str, actor: str) -> Run:
+def _finish_in_one_statement(
+    run: Run, *, target: str, stop_reason: str, error: str, actor: str, answer: AnswerCompletion | None = None
+) -> Run:
     data = _ending_data(run, target, stop_reason, error)
     ending = PendingEvent(run.session_id, run.pk, TERMINAL_EVENT_TYPES[target], data, timezone.now())
     return run_transition_to_end_in_one_statement(
-        run, target, actor=actor, stop_reason=stop_reason, error=error[:10_000], then=ending
+        run, target, actor=actor, stop_reason=stop_reason, error=error[:10_000], then=ending, answer=answer
     )
 
 
@@ -351,20 +369,28 @@ def run_finish(
     error: str = "",
     actor: str = "system",
     is_current: bool = False,
+    answer: AnswerCompletion | None = None,
 ) -> Run:
     """Move the run to a terminal state and announce it; a run already finished is left alone.
 
     ``is_current``: ``run`` is as its worker left it (its recorder keeps the totals), so on
     PostgreSQL the end is first tried without reading the run again; a run that moved on meanwhile
     (a cancel) or has children is read again and finished from there.
+
+    ``answer``: the run's last answer, held back by its recorder to be stored with the end (one
+    round trip, one commit). If the run moved on, the answer is stored alone first.
     """
     if is_current and connection.vendor == "postgresql" and status in RUN_TRANSITIONS[run.status]:
         try:
             return _finish_in_one_statement(
-                run, target=status, stop_reason=stop_reason, error=error, actor=actor
+                run, target=status, stop_reason=stop_reason, error=error, actor=actor, answer=answer
             )
+        except StaleAnswer:
+            raise  # nothing was written: run_execute handles it as a crash
         except StaleTransition:
-            pass
+            pass  # the run moved on (a cancel); the answer is stored: re-read and finish below
+    elif answer is not None and not one_statement.store_answer(answer):
+        raise stale_answer(answer)
     for _ in range(3):
         has_children = _reread_changing_fields(run)
         if run.status in TERMINAL_RUN_STATUSES:

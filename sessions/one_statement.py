@@ -9,12 +9,13 @@ SQLite keeps the ORM versions in ``sessions.recorder``, ``sessions.services`` an
 ``sessions.state``; the suite runs both and pins the results to each other.
 """
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
 
-from core.prepared import prepared_cursor
+from core.prepared import rows_of, write_in_one_transaction
 from core.rows import insert_values
 from sessions.events import NUMBERED_EVENTS_INSERT, PendingEvent, announce_on_commit, numbered_insert_params
 from sessions.models import Message, Run, Session, Step, StepStatus
@@ -100,6 +101,28 @@ def complete_step_and_append_message(
 ) -> bool:
     """A model call's end with the answer it gave: ``complete_step`` and ``append_message`` in one
     statement. False (nothing written, not even the message) if the step is stale."""
+    statement, params = _complete_step_and_append_message_statement(
+        step,
+        output=output,
+        finished_at=finished_at,
+        tokens=tokens,
+        model_calls=model_calls,
+        message=message,
+        events=events,
+    )
+    return _execute_with_events(statement, params, step.run.session_id, events)
+
+
+def _complete_step_and_append_message_statement(
+    step: Step,
+    *,
+    output: dict[str, Any],
+    finished_at: datetime,
+    tokens: dict[str, int],
+    model_calls: int,
+    message: Message,
+    events: list[PendingEvent],
+) -> tuple[str, list[Any]]:
     columns, values, select_values = _message_at_next_position(message)
     message_insert = (
         f" added AS (INSERT INTO {Message._meta.db_table} ({', '.join(columns)})"  # noqa: S608
@@ -115,7 +138,74 @@ def complete_step_and_append_message(
         ),
         *(len(events), session_id, *values, *numbered_insert_params(session_id, events)),
     ]
-    return _execute_with_events(statement, params, session_id, events)
+    return statement, params
+
+
+@dataclass(frozen=True)
+class AnswerCompletion:
+    """A model call's end with the answer it gave, as ``complete_step_and_append_message`` takes them."""
+
+    step: Step
+    output: dict[str, Any]
+    finished_at: datetime
+    tokens: dict[str, int]
+    message: Message
+    events: list[PendingEvent]
+
+
+def store_answer(answer: AnswerCompletion) -> bool:
+    """``complete_step_and_append_message`` for a held-back answer; False if its step is stale."""
+    return complete_step_and_append_message(
+        answer.step,
+        output=answer.output,
+        finished_at=answer.finished_at,
+        tokens=answer.tokens,
+        model_calls=1,
+        message=answer.message,
+        events=answer.events,
+    )
+
+
+def complete_step_append_message_and_finish_run(
+    answer: AnswerCompletion,
+    run: Run,
+    *,
+    to_status: str,
+    stop_reason: str,
+    error: str,
+    finished_at: datetime,
+    events: list[PendingEvent],
+) -> tuple[bool, bool]:
+    """The run's last answer and the run's end in one round trip and one commit.
+
+    Returns (answer stored, run finished). The end is written only if the answer was: it is
+    conditional on the answer's step being completed at the version the first statement gave
+    it. The answer can be stored while the end is not (the run moved on, as ``finish_run``).
+    """
+    step = answer.step
+    answer_statement = _complete_step_and_append_message_statement(
+        step,
+        output=answer.output,
+        finished_at=answer.finished_at,
+        tokens=answer.tokens,
+        model_calls=1,
+        message=answer.message,
+        events=answer.events,
+    )
+    finish_statement = _finish_run_statement(
+        run,
+        to_status=to_status,
+        stop_reason=stop_reason,
+        error=error,
+        finished_at=finished_at,
+        events=events,
+        after_completing=step,
+    )
+    answer_rows, finish_rows = write_in_one_transaction([answer_statement, finish_statement])
+    return (
+        _announce(answer_rows, run.session_id, answer.events),
+        _announce(finish_rows, run.session_id, events),
+    )
 
 
 def _completion_params(
@@ -143,18 +233,26 @@ def _message_at_next_position(message: Message) -> tuple[list[str], list[Any], l
 
 
 def append_message(message: Message, *, events: list[PendingEvent]) -> None:
-    """The message at the session's next position, with the events, in one statement."""
+    """The message at the session's next position, with the events (if any), in one statement."""
     columns, values, select_values = _message_at_next_position(message)
-    statement = (
+    numbered = (
         f"WITH numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + 1,"  # noqa: S608
         " last_event_seq = last_event_seq + %s WHERE id = %s"
-        " RETURNING last_message_position, last_event_seq),"
-        f" added AS (INSERT INTO {Message._meta.db_table} ({', '.join(columns)})"
-        f" SELECT {', '.join(select_values)} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
+        " RETURNING last_message_position, last_event_seq)"
     )
+    insert = f" INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(select_values)}"
     session_id = message.session_id
-    params = [len(events), session_id, *values, *numbered_insert_params(session_id, events)]
-    if not _execute_with_events(statement, params, session_id, events):
+    params = [len(events), session_id, *values]
+    if not events:
+        is_stored = bool(rows_of(f"{numbered}{insert} FROM numbered RETURNING id", params))
+    else:
+        statement = (
+            f"{numbered}, added AS ({insert.strip()} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
+        )
+        is_stored = _execute_with_events(
+            statement, params + numbered_insert_params(session_id, events), session_id, events
+        )
+    if not is_stored:
         raise Session.DoesNotExist(f"session {session_id} does not exist")
 
 
@@ -181,12 +279,14 @@ _FINISH_RUN = (
     f"WITH finished AS (UPDATE {_RUNS} SET status = %s, version = version + 1, stop_reason = %s,"  # noqa: S608
     " error = %s, finished_at = %s, lease_owner = '', lease_expires_at = NULL"
     " WHERE id = %s AND status = %s AND version = %s"
-    f" AND NOT EXISTS (SELECT 1 FROM {_RUNS} child WHERE child.parent_run_id = %s) RETURNING id),"
+    f" AND NOT EXISTS (SELECT 1 FROM {_RUNS} child WHERE child.parent_run_id = %s){{after_completing}}"
+    " RETURNING id),"
     f" closed AS (UPDATE {_STEPS} SET status = %s, version = version + 1, finished_at = %s"
     " WHERE run_id = %s AND status IN (%s, %s) AND EXISTS (SELECT 1 FROM finished) RETURNING id),"
     f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
     " WHERE id = %s AND EXISTS (SELECT 1 FROM finished) RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
 )
+_AFTER_COMPLETING = f" AND EXISTS (SELECT 1 FROM {_STEPS} WHERE id = %s AND status = %s AND version = %s)"  # noqa: S608
 
 
 def finish_run(
@@ -202,20 +302,43 @@ def finish_run(
 
     False (nothing written) when the run moved on or has children: a parent's end adds their usage.
     """
-    params = [
-        *(to_status, stop_reason, error, finished_at, run.pk, run.status, run.version, run.pk),
+    statement, params = _finish_run_statement(
+        run, to_status=to_status, stop_reason=stop_reason, error=error, finished_at=finished_at, events=events
+    )
+    return _execute_with_events(statement, params, run.session_id, events)
+
+
+def _finish_run_statement(
+    run: Run,
+    *,
+    to_status: str,
+    stop_reason: str,
+    error: str,
+    finished_at: datetime,
+    events: list[PendingEvent],
+    after_completing: Step | None = None,
+) -> tuple[str, list[Any]]:
+    """``after_completing``: only if this step is completed at the version its completion gives it."""
+    params = [*(to_status, stop_reason, error, finished_at, run.pk, run.status, run.version, run.pk)]
+    if after_completing is not None:
+        params += [after_completing.pk, StepStatus.COMPLETED, after_completing.version + 1]
+    params += [
         *(StepStatus.CANCELLED, finished_at, run.pk, *_OPEN_STEP_STATUSES),
         *(len(events), run.session_id, *numbered_insert_params(run.session_id, events)),
     ]
-    return _execute_with_events(_FINISH_RUN, params, run.session_id, events)
+    condition = _AFTER_COMPLETING if after_completing is not None else ""
+    return _FINISH_RUN.format(after_completing=condition), params
 
 
 def _execute_with_events(
     statement: str, params: list[Any], session_id: Any, events: list[PendingEvent]
 ) -> bool:
-    with prepared_cursor() as cursor:
-        cursor.execute(statement, params)
-        sequence_numbers = [seq for (seq,) in cursor.fetchall()]
+    return _announce(rows_of(statement, params), session_id, events)
+
+
+def _announce(rows: list[tuple[Any, ...]], session_id: Any, events: list[PendingEvent]) -> bool:
+    """The events were stored if the statement returned their numbers: announce them on commit."""
+    sequence_numbers = [seq for (seq,) in rows]
     if not sequence_numbers:
         return False
     announce_on_commit(session_id, events, sequence_numbers)

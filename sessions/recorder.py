@@ -33,7 +33,7 @@ from sessions.events import (
 )
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
 from sessions.sequences import next_session_number
-from sessions.state import StaleTransition, require_step_transition, step_transition
+from sessions.state import StaleTransition, require_step_transition, stale_answer, step_transition
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +76,16 @@ class DjangoRunRecorder:
         # PostgreSQL: a model call's end, stored with the answer the same batch appends (one
         # statement instead of two), else at the batch's end. Never alongside unsaved steps.
         self._deferred_completion: _StepCompletion | None = None
+        # PostgreSQL, once the run's executor sets ``holds_last_answer``: an answer that asks for
+        # no tool ends the agent loop, so its model call's end and the answer are held back for
+        # the run's end to store with it (``take_held_answer``: one round trip and one commit
+        # for both). Anything the recorder writes first stores them before it.
+        self.holds_last_answer = False
+        self._held_answer: one_statement.AnswerCompletion | None = None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
+        self._store_held_answer_first()
         with events_batched():
             self._batch_depth += 1
             try:
@@ -113,11 +120,13 @@ class DjangoRunRecorder:
             logger.warning("could not store the completion of a failed batch", exc_info=True)
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
+        self._store_held_answer_first()
         if event_type in ARGUMENT_BEARING_EVENTS:
             data = redact_tool_arguments(data)
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+        self._store_held_answer_first()
         step = Step(
             run=self.run,
             index=self._next_step_index,
@@ -139,6 +148,7 @@ class DjangoRunRecorder:
         return str(step.pk)
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
+        self._store_held_answer_first()
         step = self._steps.pop(step_id)
         tokens = _usage_fields(usage)
         if connection.vendor != "postgresql":
@@ -201,23 +211,58 @@ class DjangoRunRecorder:
 
     def _store_deferred_completion(self, *, answer: Message | None) -> None:
         """The deferred model-call end with the batch's events, and the answer if one is given."""
+        if answer is not None:
+            self._store_answer(self._answer_completion(answer))
+            return
         assert self._deferred_completion is not None
         completion, self._deferred_completion = self._deferred_completion, None
         step = completion.step
-        arguments: dict[str, Any] = {
-            "output": redact_tool_arguments(completion.output),
-            "finished_at": completion.finished_at,
-            "tokens": completion.tokens,
-            "model_calls": 1,
-            "events": take_batched_events(self.run.session_id),
-        }
-        if answer is None:
-            is_completed = one_statement.complete_step(step, **arguments)
-        else:
-            is_completed = one_statement.complete_step_and_append_message(step, message=answer, **arguments)
+        is_completed = one_statement.complete_step(
+            step,
+            output=redact_tool_arguments(completion.output),
+            finished_at=completion.finished_at,
+            tokens=completion.tokens,
+            model_calls=1,
+            events=take_batched_events(self.run.session_id),
+        )
         if not is_completed:
             raise StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
         self._count_completed(step, output=completion.output, tokens=completion.tokens)
+
+    def _answer_completion(self, answer: Message) -> one_statement.AnswerCompletion:
+        """The deferred model-call end with its answer and the batch's events, to store together."""
+        assert self._deferred_completion is not None
+        completion, self._deferred_completion = self._deferred_completion, None
+        return one_statement.AnswerCompletion(
+            step=completion.step,
+            output=redact_tool_arguments(completion.output),
+            finished_at=completion.finished_at,
+            tokens=completion.tokens,
+            message=answer,
+            events=take_batched_events(self.run.session_id),
+        )
+
+    def _store_answer(self, answer: one_statement.AnswerCompletion) -> None:
+        if not one_statement.store_answer(answer):
+            raise stale_answer(answer)
+        self._count_completed(answer.step, output=answer.output, tokens=answer.tokens)
+
+    def _store_held_answer_first(self) -> None:
+        if self._held_answer is not None:
+            held, self._held_answer = self._held_answer, None
+            self._store_answer(held)
+
+    def store_held_answer(self) -> None:
+        """Store the held-back last answer now, if there is one (a run that does not end here)."""
+        self._store_held_answer_first()
+
+    def take_held_answer(self) -> one_statement.AnswerCompletion | None:
+        """The held-back last answer, for the run's end to store (PostgreSQL). The run in memory
+        counts its tokens from here on, as the end's event reports them."""
+        held, self._held_answer = self._held_answer, None
+        if held is not None:
+            self._count_completed(held.step, output=held.output, tokens=held.tokens)
+        return held
 
     def _store_deferred_completion_first(self) -> None:
         """Before a write that stores the batch's events itself: the deferred end goes first,
@@ -226,6 +271,7 @@ class DjangoRunRecorder:
             self._store_deferred_completion(answer=None)
 
     def fail_step(self, step_id: str, *, error: str) -> None:
+        self._store_held_answer_first()
         self._store_deferred_completion_first()
         step = self._steps.pop(step_id)
         with transaction.atomic():
@@ -244,10 +290,15 @@ class DjangoRunRecorder:
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         if self._deferred_completion is not None:  # PostgreSQL: the answer of the call ending in this batch
-            self._store_deferred_completion(answer=self._new_message(message, usage))
+            answer = self._answer_completion(self._new_message(message, usage))
+            if self.holds_last_answer and _ends_the_loop(message):
+                self._held_answer = answer
+            else:
+                self._store_answer(answer)
             return
-        events = take_batched_events(self.run.session_id) if connection.vendor == "postgresql" else []
-        if events:  # PostgreSQL, with events to store: the message and its events in one statement
+        self._store_held_answer_first()
+        if connection.vendor == "postgresql":  # the message and the batch's events in one statement
+            events = take_batched_events(self.run.session_id)
             one_statement.append_message(self._new_message(message, usage), events=events)
             return
         with transaction.atomic():
@@ -277,6 +328,7 @@ class DjangoRunRecorder:
 
     def record_compaction(self, record: CompactionRecord) -> None:
         """Store the snapshot later runs start their context from (sessions.compaction)."""
+        self._store_held_answer_first()
         self._store_deferred_completion_first()
         compaction_snapshot_create(session=self.run.session, run=self.run, record=record)
 
@@ -332,6 +384,13 @@ class _StepCompletion:
     output: dict[str, Any]
     tokens: dict[str, int]
     finished_at: datetime
+
+
+def _ends_the_loop(message: ChatMessage) -> bool:
+    """An assistant answer without tool calls ends the agent loop (``run_agent_loop``)."""
+    return message.role == "assistant" and not any(
+        block.get("type") == "tool_call" for block in message.content
+    )
 
 
 def _completed_data(step: Step) -> dict[str, Any]:

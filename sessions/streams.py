@@ -10,11 +10,12 @@ the store, so a client sees every event once and in order, whichever path it cam
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,6 +175,13 @@ class _SessionFeed:
             subscriber.offer(shared)
 
 
+def _start_hub_task(coroutine: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
+    """A task of the hub, in a context of its own: it outlives the request or socket that
+    started it, so it must not inherit that request's thread (``ThreadSensitiveContext``),
+    which the request's end hands to the next request."""
+    return asyncio.get_running_loop().create_task(coroutine, context=contextvars.Context())
+
+
 class StreamHub:
     """This process's watcher of the sessions its clients follow."""
 
@@ -221,7 +229,7 @@ class StreamHub:
             return
         feed.subscribers.discard(subscription)
         if not feed.subscribers and self._layer is not None:
-            asyncio.get_running_loop().create_task(self._leave_if_unwatched(subscription.session_id))
+            _start_hub_task(self._leave_if_unwatched(subscription.session_id))
         elif not feed.subscribers:
             del self._feeds[subscription.session_id]
 
@@ -238,12 +246,12 @@ class StreamHub:
         assert self._layer is not None
         if self._layer_channel is None:
             self._layer_channel = await self._layer.new_channel()
-            self._listen_task = asyncio.get_running_loop().create_task(self._listen(self._layer_channel))
+            self._listen_task = _start_hub_task(self._listen(self._layer_channel))
         return self._layer_channel
 
     def _ensure_poller(self) -> None:
         if self._poll_task is None or self._poll_task.done():
-            self._poll_task = asyncio.get_running_loop().create_task(self._poll())
+            self._poll_task = _start_hub_task(self._poll())
 
     async def _listen(self, channel: str) -> None:
         assert self._layer is not None

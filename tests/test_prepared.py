@@ -1,12 +1,14 @@
 """The hot path's cursor: prepared, planned once, and still counted like any other query."""
 
 import threading
+from collections.abc import Iterator
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
+from psycopg.pq import TransactionStatus
 
-from core.prepared import pipelined, prepared_cursor
+from core.prepared import pipelined, prepared_cursor, write_in_one_transaction
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +94,69 @@ def test_a_pipelined_read_runs_after_the_lock_before_it_and_sees_what_the_lock_w
         locked, read = lock_cursor.fetchone(), read_cursor.fetchone()
     holder.join(timeout=10)
     assert (locked, read) == ((tenant.pk,), ("after",))
+
+
+@pytest.fixture
+def probe_table() -> Iterator[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE one_transaction_probe (id integer PRIMARY KEY)")
+    yield "one_transaction_probe"
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE one_transaction_probe")
+
+
+def _probe_ids() -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM one_transaction_probe ORDER BY id")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_writes_in_one_transaction_each_see_the_one_before_and_commit_together(probe_table: str) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        rows = write_in_one_transaction(
+            [
+                ("INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id", [1]),
+                (
+                    "INSERT INTO one_transaction_probe (id) SELECT max(id) + 1 FROM one_transaction_probe"
+                    " RETURNING id",
+                    [],
+                ),
+            ]
+        )
+
+    assert rows == [[(1,)], [(2,)]]
+    assert _probe_ids() == [1, 2]
+    assert connection.get_autocommit()
+    if connection.vendor == "postgresql":  # BEGIN and COMMIT travel with the statements, uncounted
+        assert len(queries) == 2
+        assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_write_undoes_the_ones_before_it_and_leaves_the_connection_usable(probe_table: str) -> None:
+    with pytest.raises(IntegrityError):
+        write_in_one_transaction(
+            [
+                ("INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id", [1]),
+                ("INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id", [1]),
+                ("INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id", [2]),
+            ]
+        )
+
+    assert _probe_ids() == []
+    if connection.vendor == "postgresql":
+        assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+    assert write_in_one_transaction(
+        [("INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id", [3])]
+    ) == [[(3,)]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_writes_in_one_transaction_inside_a_transaction_belong_to_it(probe_table: str) -> None:
+    with pytest.raises(RuntimeError), transaction.atomic():
+        write_in_one_transaction([("INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id", [1])])
+        assert _probe_ids() == [1]
+        raise RuntimeError("the surrounding transaction rolls back")
+
+    assert _probe_ids() == []

@@ -23,6 +23,7 @@ from sessions.state import (
     STEP_TRANSITIONS,
     TERMINAL_RUN_STATUSES,
     InvalidTransition,
+    StaleAnswer,
     StaleTransition,
     run_transition,
     step_transition,
@@ -383,6 +384,121 @@ def test_a_stale_step_completion_with_its_answer_writes_neither(cast: Cast) -> N
     # the batch's earlier events after a failure; PostgreSQL's statement held them and wrote nothing.)
     later_types = [event_type for _seq, event_type, _data in session_events(session)[len(events_before) :]]
     assert [event_type for event_type in later_types if event_type in ("step.completed", "usage")] == []
+
+
+def _a_run_holding_its_last_answer(cast: Cast) -> tuple[Session, Run, DjangoRunRecorder, str]:
+    """A running run whose recorder holds its last answer back, as the loop leaves it."""
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder.holds_last_answer = True
+    with recorder.batch():
+        step_id = recorder.start_step(kind="model_call", input={})
+    _answer_in_one_batch(recorder, step_id, Usage(input_tokens=5, output_tokens=2))
+    return session, run, recorder, step_id
+
+
+def _types_after(session: Session, seq: int) -> list[str]:
+    return [event_type for event_seq, event_type, _data in session_events(session) if event_seq > seq]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_answer_is_stored_with_the_runs_end(cast: Cast) -> None:
+    session, run, recorder, step_id = _a_run_holding_its_last_answer(cast)
+    held = not Message.objects.filter(run=run).exists()
+    seq_before = session_events(session)[-1][0]
+
+    with CaptureQueriesContext(connection) as queries:
+        run_finish(
+            run,
+            status=S.COMPLETED,
+            stop_reason="end_turn",
+            is_current=True,
+            answer=recorder.take_held_answer(),
+        )
+
+    # PostgreSQL held the answer back and wrote it with the end: two statements, one round trip.
+    # SQLite stored it at once (and ends runs through the ORM).
+    assert held is (connection.vendor == "postgresql")
+    if connection.vendor == "postgresql":
+        assert len(queries) == 2
+    assert Step.objects.filter(pk=step_id).values_list("status", "input_tokens").get() == (
+        StepStatus.COMPLETED,
+        5,
+    )
+    assert Run.objects.filter(pk=run.pk).values_list("status", "input_tokens", "model_calls").get() == (
+        S.COMPLETED,
+        5,
+        1,
+    )
+    assert list(Message.objects.filter(run=run).values_list("role", "output_tokens")) == [("assistant", 2)]
+    seqs = [seq for seq, _type, _data in session_events(session)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    finishing = ["run.status", "run.completed"]
+    answering = ["message.completed", "step.completed", "usage"]
+    assert _types_after(session, seq_before) == (
+        answering + finishing if connection.vendor == "postgresql" else finishing
+    )
+    completed = [data for _seq, event_type, data in session_events(session) if event_type == "run.completed"]
+    assert completed[0]["usage"]["total_tokens"] == 7
+
+
+@pytest.mark.django_db
+def test_a_held_answer_is_stored_before_whatever_the_recorder_writes_next(cast: Cast) -> None:
+    session, run, recorder, _step_id = _a_run_holding_its_last_answer(cast)
+    seq_before = session_events(session)[-1][0]
+
+    recorder.emit("text.delta", {"text": "after"})
+
+    later = ["text.delta"]
+    if connection.vendor == "postgresql":
+        later = ["message.completed", "step.completed", "usage", *later]
+    assert _types_after(session, seq_before) == later
+    assert Message.objects.filter(run=run).count() == 1
+    assert recorder.take_held_answer() is None
+
+
+@pytest.mark.django_db
+def test_a_held_answer_of_a_run_cancelled_meanwhile_is_stored_and_the_run_ends_cancelled(cast: Cast) -> None:
+    session, run, recorder, step_id = _a_run_holding_its_last_answer(cast)
+    seq_before = session_events(session)[-1][0]
+    run_transition(Run.objects.get(pk=run.pk), S.CANCELLING, actor="user:1")  # the copy in memory is stale
+
+    run_finish(
+        run, status=S.COMPLETED, stop_reason="end_turn", is_current=True, answer=recorder.take_held_answer()
+    )
+
+    assert Run.objects.filter(pk=run.pk).values_list("status", "stop_reason", "input_tokens").get() == (
+        S.CANCELLED,
+        "cancelled",
+        5,
+    )
+    assert Step.objects.filter(pk=step_id).values_list("status", flat=True).get() == StepStatus.COMPLETED
+    assert Message.objects.filter(run=run).count() == 1
+    answering = ["message.completed", "step.completed", "usage"] if connection.vendor == "postgresql" else []
+    assert _types_after(session, seq_before) == ["run.status", *answering, "run.status", "run.cancelled"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="answers are held back on PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_a_held_answer_whose_step_went_stale_writes_nothing_not_even_the_end(cast: Cast) -> None:
+    session, run, recorder, step_id = _a_run_holding_its_last_answer(cast)
+    Step.objects.filter(pk=step_id).update(version=F("version") + 1)
+    events_before = session_events(session)
+
+    with pytest.raises(StaleAnswer):
+        run_finish(
+            run,
+            status=S.COMPLETED,
+            stop_reason="end_turn",
+            is_current=True,
+            answer=recorder.take_held_answer(),
+        )
+
+    assert Step.objects.filter(pk=step_id).values_list("status", flat=True).get() == StepStatus.RUNNING
+    assert Run.objects.filter(pk=run.pk).values_list("status", "input_tokens").get() == (S.EXECUTING, 0)
+    assert not Message.objects.filter(run=run).exists()
+    assert session_events(session) == events_before
 
 
 @pytest.mark.django_db

@@ -10,9 +10,12 @@ DeltaEventType = Literal["text.delta", "reasoning.delta"]
 
 
 class DeltaCoalescer:
-    """Buffers deltas so each kind is emitted at most once per ``flush_seconds``.
+    """Buffers deltas so each kind is emitted at most once per ``flush_seconds``, counting from
+    the coalescer's creation (the model request).
 
-    The first delta of a kind goes out at once (time to first token stays low). Switching
+    A hosted model's first token comes long after one interval, so it goes out at once (time
+    to first token stays low); a model that answers within the first interval has its text
+    stored once, with the message's end, instead of a write for its first delta. Switching
     kind flushes the other buffer first, so events keep the order of the stream, and the
     texts of the emitted events concatenate to exactly the streamed text once ``flush`` ran.
     Buffered text waits for the next delta or ``flush``: nothing is emitted from a timer
@@ -31,6 +34,7 @@ class DeltaCoalescer:
         self._clock = clock
         self._buffered_type: DeltaEventType | None = None
         self._buffer: list[str] = []
+        self._window_start = clock()
         self._last_emitted_at: dict[DeltaEventType, float] = {}
 
     def add(self, event_type: DeltaEventType, text: str) -> None:
@@ -40,8 +44,8 @@ class DeltaCoalescer:
             self.flush()
         self._buffered_type = event_type
         self._buffer.append(text)
-        last_emitted_at = self._last_emitted_at.get(event_type)
-        if last_emitted_at is None or self._clock() - last_emitted_at >= self._flush_seconds:
+        last_emitted_at = self._last_emitted_at.get(event_type, self._window_start)
+        if self._clock() - last_emitted_at >= self._flush_seconds:
             self.flush()
 
     def flush(self) -> None:

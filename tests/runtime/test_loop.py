@@ -242,12 +242,12 @@ def test_text_deltas_are_coalesced_and_concatenate_to_the_final_text() -> None:
     turn.append(ModelResponseCompleted([text_block(final_text)], "end_turn", Usage(1, 100)))
     recorder = InMemoryRecorder()
 
-    # A flush interval far longer than the test: only the first delta and the final flush go out.
+    # A flush interval far longer than the test: the whole text goes out once, with the message's end.
     result = run(
         ScriptedModel([turn]), StaticToolProvider({}), recorder, config=config(delta_flush_seconds=60)
     )
 
-    assert recorder.events_of("text.delta") == [{"text": "a"}, {"text": final_text[1:]}]
+    assert recorder.events_of("text.delta") == [{"text": final_text}]
     assert result.final_text == final_text
 
 
@@ -270,14 +270,15 @@ def test_coalescer_emits_at_most_once_per_interval_per_kind_and_keeps_stream_ord
     coalescer = DeltaCoalescer(
         lambda kind, data: emitted.append((kind, data)), flush_seconds=0.03, clock=lambda: now[0]
     )
+    now[0] = 0.5  # the model's first token, long after the request: it goes out at once
 
     coalescer.add("reasoning.delta", "Think")
     coalescer.add("reasoning.delta", "ing")
     coalescer.add("text.delta", "He")  # a change of kind flushes the reasoning first
     coalescer.add("text.delta", "llo")
-    now[0] = 0.02
+    now[0] = 0.52
     coalescer.add("text.delta", ",")
-    now[0] = 0.031
+    now[0] = 0.531
     coalescer.add("text.delta", " world")
     coalescer.add("text.delta", "")
     coalescer.add("text.delta", "!")
@@ -291,6 +292,25 @@ def test_coalescer_emits_at_most_once_per_interval_per_kind_and_keeps_stream_ord
         ("text.delta", {"text": "llo, world"}),
         ("text.delta", {"text": "!"}),
     ]
+
+
+def test_coalescer_holds_deltas_that_arrive_within_the_first_interval_after_the_request() -> None:
+    now = [0.0]
+    emitted: list[tuple[str, dict[str, Any]]] = []
+    coalescer = DeltaCoalescer(
+        lambda kind, data: emitted.append((kind, data)), flush_seconds=0.03, clock=lambda: now[0]
+    )
+
+    now[0] = 0.001
+    coalescer.add("text.delta", "Hel")
+    now[0] = 0.029
+    coalescer.add("text.delta", "lo")
+    held = list(emitted)
+    now[0] = 0.03
+    coalescer.add("text.delta", "!")
+
+    assert held == []
+    assert emitted == [("text.delta", {"text": "Hello!"})]
 
 
 def test_reasoning_and_text_deltas_are_flushed_before_message_completed() -> None:
@@ -309,14 +329,13 @@ def test_reasoning_and_text_deltas_are_flushed_before_message_completed() -> Non
 
     run(ScriptedModel([turn]), StaticToolProvider({}), recorder, config=config(delta_flush_seconds=60))
 
-    assert recorder.events[:5] == [
+    # Within the first interval nothing goes out early: the change of kind flushes the reasoning.
+    assert recorder.events[:3] == [
         ("message.started", {"role": "assistant"}),
-        ("reasoning.delta", {"text": "Let me"}),
-        ("reasoning.delta", {"text": " think."}),
-        ("text.delta", {"text": "An"}),
-        ("text.delta", {"text": "swer."}),
+        ("reasoning.delta", {"text": "Let me think."}),
+        ("text.delta", {"text": "Answer."}),
     ]
-    assert recorder.event_types()[5:] == ["message.completed", "usage"]
+    assert recorder.event_types()[3:] == ["message.completed", "usage"]
 
 
 def test_tool_calls_of_one_turn_run_concurrently_and_answer_in_one_message_in_call_order() -> None:
