@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 from functools import cache
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.backends.utils import CursorWrapper
 from psycopg.pq import TransactionStatus
 
@@ -46,31 +46,18 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         yield cursor
 
 
-@contextmanager
-def pipelined() -> Iterator[None]:
-    """On PostgreSQL, statements executed inside go out without waiting for each other's results.
-
-    The server still runs them one after another, in order, each with its own snapshot; the
-    results of all come back in one round trip when the first is fetched (psycopg's pipeline
-    mode). For statements that do not need the previous one's answer to be written. Elsewhere,
-    nothing changes.
-    """
-    if connection.vendor != "postgresql":
-        yield
-        return
-    connection.ensure_connection()
-    with connection.connection.pipeline():
-        yield
-
-
 def read_in_one_round_trip(statements: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
-    """Each statement's rows; on PostgreSQL all the statements go out at once (``pipelined``)."""
+    """Each statement's rows. On PostgreSQL all the statements go out at once (psycopg's pipeline
+    mode) and their results come back in one round trip; the server runs them in order, each
+    with its own snapshot (outside a transaction). For reads that do not depend on each other."""
+    if connection.vendor != "postgresql":
+        return [rows_of(statement, params) for statement, params in statements]
     with ExitStack() as stack:
         cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
-        with pipelined():
+        with connection.wrap_database_errors, connection.connection.pipeline():
             for cursor, (statement, params) in zip(cursors, statements, strict=True):
                 cursor.execute(statement, params)
-            return [cursor.fetchall() for cursor in cursors]
+        return [cursor.fetchall() for cursor in cursors]
 
 
 def write_in_one_transaction(statements: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
@@ -82,25 +69,74 @@ def write_in_one_transaction(statements: list[tuple[str, list[Any]]]) -> list[li
     before it wrote. They all run, whatever the earlier ones returned: each must carry its own
     conditions. Inside a transaction, or on SQLite, they run one after another in it.
     """
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
-        with transaction.atomic():
+    with transaction_in_round_trips() as round_trips:
+        return round_trips.run(statements, commit=True)
+
+
+class RoundTrips:
+    """The statements of a ``transaction_in_round_trips`` block, sent a round trip at a time."""
+
+    def __init__(self, *, sends_transaction_control: bool) -> None:
+        self._sends_transaction_control = sends_transaction_control
+        self._is_open = False
+
+    def run(
+        self, statements: list[tuple[str, list[Any]]], *, commit: bool = False
+    ) -> list[list[tuple[Any, ...]]]:
+        """Each statement's rows, from one round trip. The first call's round trip begins the
+        transaction; with ``commit`` this one also commits it (and nothing may follow)."""
+        if not self._sends_transaction_control:  # in an atomic block: it commits at its end
             return [rows_of(statement, params) for statement, params in statements]
-    with ExitStack() as stack:
-        cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
-        raw = connection.connection
-        try:
+        with ExitStack() as stack:
+            cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
+            raw = connection.connection
             with connection.wrap_database_errors, raw.pipeline():
                 # Transaction control cannot be prepared.
-                raw.execute("BEGIN", prepare=False)
+                if not self._is_open:
+                    raw.execute("BEGIN", prepare=False)
+                    self._is_open = True
                 for cursor, (statement, params) in zip(cursors, statements, strict=True):
                     cursor.execute(statement, params)
-                raw.execute("COMMIT", prepare=False)
-        except BaseException:
-            # An error aborts the rest of the pipeline, COMMIT included: end the transaction here.
-            if raw.info.transaction_status != TransactionStatus.IDLE:
+                if commit:
+                    raw.execute("COMMIT", prepare=False)
+            self._is_open = not commit
+            return [cursor.fetchall() for cursor in cursors]
+
+    def roll_back_if_open(self, *, is_failing: bool) -> None:
+        raw = connection.connection
+        if not self._is_open or raw is None or raw.info.transaction_status == TransactionStatus.IDLE:
+            return
+        try:
+            with connection.wrap_database_errors:
                 raw.rollback()
-            raise
-        return [cursor.fetchall() for cursor in cursors]
+        except DatabaseError:
+            if not is_failing:
+                raise
+            # The error already on its way out says more (a connection that broke says it twice).
+
+
+@contextmanager
+def transaction_in_round_trips() -> Iterator[RoundTrips]:
+    """A transaction whose ``BEGIN`` goes out with its first statements and whose ``COMMIT`` with
+    its last (``RoundTrips.run``), saving the two round trips of its own each would take.
+    Leaving the block without committing rolls the transaction back.
+
+    On PostgreSQL outside a transaction (a worker's autocommit connection). Inside an atomic
+    block, or on SQLite, the statements run in an ordinary ``transaction.atomic()`` block that
+    commits when it ends. Register ``transaction.on_commit`` callbacks only after the
+    committing ``run``: Django does not see the PostgreSQL transaction, and runs them at once.
+    """
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        with transaction.atomic():
+            yield RoundTrips(sends_transaction_control=False)
+        return
+    round_trips = RoundTrips(sends_transaction_control=True)
+    try:
+        yield round_trips
+    except BaseException:
+        round_trips.roll_back_if_open(is_failing=True)
+        raise
+    round_trips.roll_back_if_open(is_failing=False)
 
 
 def rows_of(statement: str, params: list[Any]) -> list[tuple[Any, ...]]:

@@ -20,7 +20,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
-from core.prepared import prepared_cursor, read_in_one_round_trip
+from core.prepared import transaction_in_round_trips
 from core.rows import column_count, column_list, instance_from_row
 from memory.models import Memory, MemoryStatus
 from sessions.compaction import transcript_from_rows, transcript_statement
@@ -80,15 +80,11 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     an older run waits: the lane dispatches those in turn.
     """
     if connection.vendor == "postgresql":
-        claimed = _claim_checking_the_connection(run_id=run_id, owner=owner)
-        if claimed is None:
-            return None
-        # Loaded after the commit: run.started is out before the run's setup reads begin.
-        return _load_claimed_run(run_id, claimed)
+        return _claim_checking_the_connection(run_id=run_id, owner=owner)
     return _claim_with_orm(run_id=run_id, owner=owner)
 
 
-def _claim_checking_the_connection(*, run_id: UUID, owner: str) -> "_ClaimedRun | None":
+def _claim_checking_the_connection(*, run_id: UUID, owner: str) -> Run | None:
     """The claim, with its own first statement as the connection's health check.
 
     A worker's connection idles between tasks, so Django checks it (``CONN_HEALTH_CHECKS``)
@@ -182,21 +178,23 @@ class _ClaimedRun:
     reads_session_transcript: bool
 
 
-def _claim_in_sql(*, run_id: UUID, owner: str) -> _ClaimedRun | None:
+def _claim_in_sql(*, run_id: UUID, owner: str) -> Run | None:
+    """The claim in two round trips: ``BEGIN``, the lock and the read; then the start, the run's
+    first reads (``_claimed_run_statements``) and ``COMMIT``. The start's events are announced after."""
     run_id = UUID(str(run_id))
     lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
-    with transaction.atomic():
+    with transaction_in_round_trips() as round_trips:
         # Locking the session row keeps two workers from starting two runs of one lane. The read
         # goes out with the lock (and BEGIN) in one round trip, but the server runs it after the
         # lock is held, with a snapshot of its own: it sees whatever the lock waited for.
-        locked, read = read_in_one_round_trip(
+        locked, read = round_trips.run(
             [
                 (_LOCK_SESSION_OF_RUN, [run_id]),
                 (_READ_RUN_AND_LANE_HEAD, [[str(status) for status in lane_statuses], run_id]),
             ]
         )
         if not locked or not read:
-            return None
+            return None  # rolled back: nothing was written
         row = read[0]
         status, version, session_id, parent_run_id, user_message_id, agent_id = row[:6]
         title, tool_call_id, planning_mode, attempt, message_needs_position, lane_head = row[6:12]
@@ -220,26 +218,28 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> _ClaimedRun | None:
             path.append(RunStatus.EXECUTING)
         now = timezone.now()
         events = _start_events(run, path, at=now)
-        with prepared_cursor() as cursor:
-            cursor.execute(
-                _START_RUN_PLACE_MESSAGE_STORE_EVENTS,
-                [
-                    *(path[-1], len(path), owner, lease_expiry(), now, run_id, version),
-                    *(1 if message_needs_position else 0, len(events), session_id),
-                    user_message_id,
-                    *numbered_insert_params(session_id, events),
-                ],
-            )
-            sequence_numbers = [seq for (seq,) in cursor.fetchall()]
+        start = (
+            _START_RUN_PLACE_MESSAGE_STORE_EVENTS,
+            [
+                *(path[-1], len(path), owner, lease_expiry(), now, run_id, version),
+                *(1 if message_needs_position else 0, len(events), session_id),
+                user_message_id,
+                *numbered_insert_params(session_id, events),
+            ],
+        )
+        # The run's first reads ride with the start, after it (they see the placed message).
+        claimed = _ClaimedRun(
+            session_id=session_id,
+            tenant_id=tenant_id,
+            assigned_tool_ids=set(json.loads(assigned_tool_ids or "[]")),
+            reads_session_transcript=parent_run_id is None and path[-1] == RunStatus.EXECUTING,
+        )
+        started, *loaded = round_trips.run([start, *_claimed_run_statements(run_id, claimed)], commit=True)
+        sequence_numbers = [seq for (seq,) in started]
         if not sequence_numbers:  # the run moved since it was read: nothing was written
             return None
         announce_on_commit(session_id, events, sequence_numbers)
-    return _ClaimedRun(
-        session_id=session_id,
-        tenant_id=tenant_id,
-        assigned_tool_ids=set(json.loads(assigned_tool_ids or "[]")),
-        reads_session_transcript=parent_run_id is None and path[-1] == RunStatus.EXECUTING,
-    )
+    return _claimed_run_from_rows(loaded, claimed)
 
 
 def _start_events(run: Run, path: list[str], *, at: datetime) -> list[PendingEvent]:
@@ -323,21 +323,23 @@ def _claimed_run_query() -> str:
     )
 
 
-def _load_claimed_run(run_id: UUID, claimed: _ClaimedRun | None = None) -> Run | None:
+def _claimed_run_statements(run_id: UUID, claimed: _ClaimedRun) -> list[tuple[str, list[Any]]]:
     """The run with its tenant, session and user message, as the ORM's select_related loads them;
     also the tenant's own key for the run's provider (``Tenant.loaded_provider_keys``), the run's
-    step count and whether its agent has active memories (``Run.prefetched``).
-
-    With what the claim learned, the same round trip reads the run's tool candidates and, for a
-    run that executes at once, the session's transcript (``Run.prefetched``): the first things
-    the run reads.
+    step count and whether its agent has active memories (``Run.prefetched``). With what the
+    claim learned, the run's tool candidates and, for a run that executes at once, the session's
+    transcript (``Run.prefetched``): the first things the run reads.
     """
-    statements = [(_claimed_run_query(), [run_id])]
-    if claimed is not None:
-        statements.append(run_tool_candidates_statement(claimed.tenant_id, claimed.assigned_tool_ids))
-        if claimed.reads_session_transcript:
-            statements.append(transcript_statement(session_id=claimed.session_id))
-    results = read_in_one_round_trip(statements)
+    statements = [
+        (_claimed_run_query(), [run_id]),
+        run_tool_candidates_statement(claimed.tenant_id, claimed.assigned_tool_ids),
+    ]
+    if claimed.reads_session_transcript:
+        statements.append(transcript_statement(session_id=claimed.session_id))
+    return statements
+
+
+def _claimed_run_from_rows(results: list[list[tuple[Any, ...]]], claimed: _ClaimedRun) -> Run | None:
     row = results[0][0] if results[0] else None
     if row is None:  # deleted right after its claim
         return None
@@ -355,8 +357,7 @@ def _load_claimed_run(run_id: UUID, claimed: _ClaimedRun | None = None) -> Run |
         key = None if key_row[0] is None else instance_from_row(ProviderKey, key_row)
         run.tenant.loaded_provider_keys = {provider: key}
     run.prefetched = RunPrefetch(step_count=row[-2], agent_has_active_memories=bool(row[-1]))
-    if claimed is not None:
-        run.prefetched.tool_candidates = tool_candidates_from_rows(results[1])
-        if claimed.reads_session_transcript:
-            run.prefetched.transcript = transcript_from_rows(results[2])
+    run.prefetched.tool_candidates = tool_candidates_from_rows(results[1])
+    if claimed.reads_session_transcript:
+        run.prefetched.transcript = transcript_from_rows(results[2])
     return run

@@ -13,6 +13,7 @@ from tenants.models import Tenant
 if TYPE_CHECKING:
     from agents.runtime.types import ChatMessage
     from sessions.selectors import LaneState
+    from tenants.quotas import QuotaUsage
     from tools.models import Tool
 
 
@@ -35,8 +36,10 @@ class Session(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Not a column: the lane as sessions.selectors.session_get_for_posting read it with the session.
+    # Not columns: the lane, and the poster's quota usage (tenants.quotas), as
+    # sessions.selectors.session_get_for_posting read them with the session.
     lane_state: "LaneState"
+    quota_usage: "QuotaUsage"
 
     class Meta:
         ordering = ["-updated_at"]

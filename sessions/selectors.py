@@ -7,11 +7,12 @@ from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 
 from agents.models import Agent
-from core.prepared import prepared_cursor
+from core.prepared import read_in_one_round_trip
 from core.rows import column_count, column_list, instance_from_row
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
+from tenants.quotas import usage_from_row, usage_statement
 from tools.models import AgentTool, ToolPolicy
 
 
@@ -90,7 +91,8 @@ def _posting_query() -> str:
 
 
 def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
-    """The session a message is posted to, with its agent, the agent's tool policy and the lane.
+    """The session a message is posted to, with its agent, the agent's tool policy, the lane,
+    and the actor's quota usage (``Session.quota_usage``).
 
     What every message waits for, so one hand-written statement (``tests/test_runs_api.py``
     pins it to the ORM's objects); 404 for a missing session and another tenant's alike.
@@ -103,11 +105,11 @@ def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
         pk_field.get_db_prep_value(_uuid_or_404(session_id), connection),
         pk_field.get_db_prep_value(actor.tenant.pk, connection),
     ]
-    with prepared_cursor() as cursor:
-        cursor.execute(_posting_query(), params)
-        row = cursor.fetchone()
-    if row is None:
+    # The quota counts the post checks next come back in the same round trip.
+    session_rows, usage_rows = read_in_one_round_trip([(_posting_query(), params), usage_statement(actor)])
+    if not session_rows:
         raise Http404("session not found")
+    row = session_rows[0]
     session_end = column_count(Session)
     agent_end = session_end + column_count(Agent)
     policy_end = agent_end + column_count(ToolPolicy)
@@ -120,6 +122,7 @@ def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
     session.lane_state = LaneState(active_run_id=active_run_id, is_idle=not row[policy_end + 1])
     assigned = row[policy_end + 2].split(",") if row[policy_end + 2] else []
     session.agent.assigned_tool_ids = sorted(str(UUID(tool_id)) for tool_id in assigned)
+    session.quota_usage = usage_from_row(usage_rows[0])
     return session
 
 

@@ -151,7 +151,8 @@ def session_post_message(
     lane = _lane_state(session)
     if lane.active_run_id is not None and multitask == "reject":
         raise LaneBusy(lane.active_run_id)
-    check_post_message_quotas(actor=actor)
+    # session_get_for_posting read the usage with the session: no query then.
+    check_post_message_quotas(actor=actor, usage=session.__dict__.get("quota_usage"))
     if connection.vendor == "postgresql" and not idempotency_key:
         message, run = _store_message_and_run_in_one_statement(
             actor=actor, session=session, content=content, lane=lane

@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
-from core.prepared import pipelined, prepared_cursor, write_in_one_transaction
+from core.prepared import prepared_cursor, transaction_in_round_trips, write_in_one_transaction
 
 pytestmark = pytest.mark.django_db
 
@@ -83,17 +83,15 @@ def test_a_pipelined_read_runs_after_the_lock_before_it_and_sees_what_the_lock_w
     assert holding.wait(timeout=10)
     threading.Timer(0.3, release.set).start()  # commits while the pipeline waits for the lock
     table = Tenant._meta.db_table
-    with (
-        transaction.atomic(),
-        prepared_cursor() as lock_cursor,
-        prepared_cursor() as read_cursor,
-        pipelined(),
-    ):
-        lock_cursor.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [tenant.pk])  # noqa: S608
-        read_cursor.execute(f"SELECT name FROM {table} WHERE id = %s", [tenant.pk])  # noqa: S608
-        locked, read = lock_cursor.fetchone(), read_cursor.fetchone()
+    with transaction_in_round_trips() as round_trips:  # BEGIN, the lock and the read go out together
+        locked, read = round_trips.run(
+            [
+                (f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [tenant.pk]),  # noqa: S608
+                (f"SELECT name FROM {table} WHERE id = %s", [tenant.pk]),  # noqa: S608
+            ]
+        )
     holder.join(timeout=10)
-    assert (locked, read) == ((tenant.pk,), ("after",))
+    assert (locked, read) == ([(tenant.pk,)], [("after",)])
 
 
 @pytest.fixture
@@ -160,3 +158,29 @@ def test_writes_in_one_transaction_inside_a_transaction_belong_to_it(probe_table
         raise RuntimeError("the surrounding transaction rolls back")
 
     assert _probe_ids() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_in_round_trips_commits_only_with_its_committing_round_trip(probe_table: str) -> None:
+    insert = "INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id"
+    with transaction_in_round_trips() as round_trips:
+        first = round_trips.run([(insert, [1])])
+        seen_inside = round_trips.run([("SELECT count(*) FROM one_transaction_probe", [])])
+        committed = round_trips.run([(insert, [2])], commit=True)
+
+    assert (first, seen_inside, committed) == ([[(1,)]], [[(1,)]], [[(2,)]])
+    assert _probe_ids() == [1, 2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_leaving_a_transaction_in_round_trips_without_its_commit_rolls_it_back(probe_table: str) -> None:
+    insert = "INSERT INTO one_transaction_probe (id) VALUES (%s) RETURNING id"
+    with transaction_in_round_trips() as round_trips:
+        round_trips.run([(insert, [1])])
+    with pytest.raises(RuntimeError), transaction_in_round_trips() as round_trips:
+        round_trips.run([(insert, [2])])
+        raise RuntimeError("leaves before the commit")
+
+    assert _probe_ids() == []
+    if connection.vendor == "postgresql":
+        assert connection.connection.info.transaction_status == TransactionStatus.IDLE

@@ -17,6 +17,7 @@ from tenants.actors import Actor
 from tenants.models import Role, Tenant
 from tenants.quotas import (
     QuotaExceeded,
+    QuotaUsage,
     _usage_now,
     check_active_runs,
     check_message_rate,
@@ -313,6 +314,17 @@ def test_post_message_quotas_enforce_each_limit(cast: Cast, limits: dict[str, in
         check_post_message_quotas(actor=actor_for(cast.bob, cast.tenant_a))
 
     assert raised.value.message == message
+
+
+def test_post_message_quotas_enforce_a_limit_on_usage_read_beforehand(cast: Cast) -> None:
+    set_tenant_limits(cast.tenant_a, active_runs_per_user=1)
+    make_run(cast.tenant_a, cast.bob, status=RunStatus.EXECUTING)
+    read_with_the_session = QuotaUsage(active_runs=1, runs_in_window=1, tokens_in_window=0)
+
+    with pytest.raises(QuotaExceeded) as raised:
+        check_post_message_quotas(actor=actor_for(cast.bob, cast.tenant_a), usage=read_with_the_session)
+
+    assert raised.value.message == "Active run limit reached: 1 at once per user in this workspace."
 
 
 @pytest.mark.parametrize("value", [0, -1, "20", True, None])

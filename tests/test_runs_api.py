@@ -17,6 +17,7 @@ from sessions.selectors import LaneState, session_get_for_posting
 from sessions.services import _store_message_and_run_in_one_statement, _store_message_and_run_with_orm
 from sessions.tasks import execute_run
 from tenants.actors import Actor
+from tenants.quotas import QuotaUsage, check_post_message_quotas
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -403,9 +404,9 @@ def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
     """The hot path's reads and writes, counted: a change that adds one shows up here.
 
     PostgreSQL numbers and stores events in one statement; SQLite needs two per batch, and
-    its transactions' BEGIN is a statement of its own. On PostgreSQL the run's last answer and
-    its end go out together (``write_in_one_transaction``): two statements, whose BEGIN and
-    COMMIT travel with them.
+    its transactions' BEGIN is a statement of its own. On PostgreSQL the claim's transaction
+    and the one of the run's last answer and end send BEGIN and COMMIT with their statements
+    (``core.prepared.transaction_in_round_trips``), so those are not counted.
     """
     agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
     warm_up_session = start_session(bob_api, agent.pk)
@@ -418,7 +419,7 @@ def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
         execute_run(str(run_id))
 
     assert Run.objects.get(pk=run_id).status == "completed"
-    expected = {"postgresql": (4, 12), "sqlite": (11, 41)}[connection.vendor]
+    expected = {"postgresql": (4, 10), "sqlite": (11, 41)}[connection.vendor]
     assert (len(posting), len(running)) == expected
 
 
@@ -457,6 +458,11 @@ def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api:
     Run.objects.filter(pk=queued.pk).update(status="executing")
     active = session_get_for_posting(actor=actor, session_id=session.pk)
     assert active.lane_state == LaneState(active_run_id=queued.pk, is_idle=False)
+    # The poster's quota usage comes with the session: the check that follows reads nothing.
+    assert active.quota_usage == QuotaUsage(active_runs=1, runs_in_window=1, tokens_in_window=0)
+    with CaptureQueriesContext(connection) as checks:
+        check_post_message_quotas(actor=actor, usage=active.quota_usage)
+    assert len(checks) == 0
 
     outsider = Actor(user=cast.carol, tenant=cast.tenant_b, role="owner")
     for actor_elsewhere, session_id in ((outsider, session.pk), (actor, "not-a-uuid")):
