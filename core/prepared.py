@@ -79,6 +79,7 @@ class RoundTrips:
     def __init__(self, *, sends_transaction_control: bool) -> None:
         self._sends_transaction_control = sends_transaction_control
         self._is_open = False
+        self.is_committed = False
 
     def run(
         self, statements: list[tuple[str, list[Any]]], *, commit: bool = False
@@ -86,7 +87,9 @@ class RoundTrips:
         """Each statement's rows, from one round trip. The first call's round trip begins the
         transaction; with ``commit`` this one also commits it (and nothing may follow)."""
         if not self._sends_transaction_control:  # in an atomic block: it commits at its end
-            return [rows_of(statement, params) for statement, params in statements]
+            rows = [rows_of(statement, params) for statement, params in statements]
+            self.is_committed = commit
+            return rows
         with ExitStack() as stack:
             cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
             raw = connection.connection
@@ -99,7 +102,7 @@ class RoundTrips:
                     cursor.execute(statement, params)
                 if commit:
                     raw.execute("COMMIT", prepare=False)
-            self._is_open = not commit
+            self._is_open, self.is_committed = not commit, commit
             return [cursor.fetchall() for cursor in cursors]
 
     def roll_back_if_open(self, *, is_failing: bool) -> None:
@@ -123,12 +126,16 @@ def transaction_in_round_trips() -> Iterator[RoundTrips]:
 
     On PostgreSQL outside a transaction (a worker's autocommit connection). Inside an atomic
     block, or on SQLite, the statements run in an ordinary ``transaction.atomic()`` block that
-    commits when it ends. Register ``transaction.on_commit`` callbacks only after the
-    committing ``run``: Django does not see the PostgreSQL transaction, and runs them at once.
+    commits when it ends, if the block's last ``run`` committed. Register
+    ``transaction.on_commit`` callbacks only after the committing ``run``: Django does not see
+    the PostgreSQL transaction, and runs them at once.
     """
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         with transaction.atomic():
-            yield RoundTrips(sends_transaction_control=False)
+            round_trips = RoundTrips(sends_transaction_control=False)
+            yield round_trips
+            if not round_trips.is_committed:
+                transaction.set_rollback(True)
         return
     round_trips = RoundTrips(sends_transaction_control=True)
     try:

@@ -234,30 +234,51 @@ def _message_at_next_position(message: Message) -> tuple[list[str], list[Any], l
 
 def append_message(message: Message, *, events: list[PendingEvent]) -> None:
     """The message at the session's next position, with the events (if any), in one statement."""
+    statement, params = _append_message_statement(message, events=events)
+    rows = rows_of(statement, params)
+    if not rows or (events and not _announce(rows, message.session_id, events)):
+        raise Session.DoesNotExist(f"session {message.session_id} does not exist")
+
+
+def _append_message_statement(message: Message, *, events: list[PendingEvent]) -> tuple[str, list[Any]]:
+    """Returns the message's id without events, else the events' numbers."""
     columns, values, select_values = _message_at_next_position(message)
     numbered = (
         f"WITH numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + 1,"  # noqa: S608
         " last_event_seq = last_event_seq + %s WHERE id = %s"
         " RETURNING last_message_position, last_event_seq)"
     )
-    insert = f" INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(select_values)}"
+    insert = f"INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(select_values)}"
     session_id = message.session_id
     params = [len(events), session_id, *values]
     if not events:
-        is_stored = bool(rows_of(f"{numbered}{insert} FROM numbered RETURNING id", params))
-    else:
-        statement = (
-            f"{numbered}, added AS ({insert.strip()} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
-        )
-        is_stored = _execute_with_events(
-            statement, params + numbered_insert_params(session_id, events), session_id, events
-        )
-    if not is_stored:
-        raise Session.DoesNotExist(f"session {session_id} does not exist")
+        return f"{numbered} {insert} FROM numbered RETURNING id", params
+    statement = f"{numbered}, added AS ({insert} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
+    return statement, params + numbered_insert_params(session_id, events)
 
 
 def insert_steps(steps: list[Step], *, events: list[PendingEvent]) -> None:
     """New steps and the events that announce them, in one statement."""
+    session_id = steps[0].run.session_id
+    if not _execute_with_events(*_insert_steps_statement(steps, events=events), session_id, events):
+        raise Session.DoesNotExist(f"session {session_id} does not exist")
+    _mark_saved(steps)
+
+
+def append_message_and_insert_steps(
+    message: Message, steps: list[Step], *, events: list[PendingEvent]
+) -> None:
+    """A transcript message, then new steps and the events that announce them: one round trip
+    and one commit (``write_in_one_transaction``). Neither is conditional."""
+    appended, inserted = write_in_one_transaction(
+        [_append_message_statement(message, events=[]), _insert_steps_statement(steps, events=events)]
+    )
+    if not appended or not _announce(inserted, message.session_id, events):
+        raise Session.DoesNotExist(f"session {message.session_id} does not exist")
+    _mark_saved(steps)
+
+
+def _insert_steps_statement(steps: list[Step], *, events: list[PendingEvent]) -> tuple[str, list[Any]]:
     rows = [insert_values(step) for step in steps]
     columns = rows[0][0]
     values_sql = ", ".join("(" + ", ".join(["%s"] * len(columns)) + ")" for _ in rows)
@@ -269,8 +290,10 @@ def insert_steps(steps: list[Step], *, events: list[PendingEvent]) -> None:
     session_id = steps[0].run.session_id
     params = [value for _, values in rows for value in values]
     params += [len(events), session_id, *numbered_insert_params(session_id, events)]
-    if not _execute_with_events(statement, params, session_id, events):
-        raise Session.DoesNotExist(f"session {session_id} does not exist")
+    return statement, params
+
+
+def _mark_saved(steps: list[Step]) -> None:
     for step in steps:
         step._state.adding, step._state.db = False, "default"
 

@@ -70,9 +70,11 @@ class DjangoRunRecorder:
         # The claim just took the lease: the first re-read can wait a full interval.
         self._last_check = time.monotonic()
         self._stop_reason: StopRequestReason | None = None
-        # PostgreSQL: steps started inside a batch, inserted with the batch's events at its end.
+        # PostgreSQL: steps started inside a batch, inserted with the batch's events at its end,
+        # after the transcript message the batch appended (if any) in the same round trip.
         self._batch_depth = 0
         self._unsaved_steps: list[Step] = []
+        self._unsaved_message: Message | None = None
         # PostgreSQL: a model call's end, stored with the answer the same batch appends (one
         # statement instead of two), else at the batch's end. Never alongside unsaved steps.
         self._deferred_completion: _StepCompletion | None = None
@@ -91,6 +93,7 @@ class DjangoRunRecorder:
             try:
                 yield
             except BaseException:
+                self._save_message_after_failure()
                 self._save_steps_after_failure()  # the batch's stored events name these steps
                 self._save_completion_after_failure()
                 raise
@@ -98,9 +101,30 @@ class DjangoRunRecorder:
                 self._batch_depth -= 1
             if self._batch_depth == 0:
                 self._store_deferred_completion_first()
-            if self._batch_depth == 0 and self._unsaved_steps:
-                steps, self._unsaved_steps = self._unsaved_steps, []
-                one_statement.insert_steps(steps, events=take_batched_events(self.run.session_id))
+                self._store_batch_rows()
+
+    def _store_batch_rows(self) -> None:
+        """The batch's message and steps with its events: one statement each, one round trip."""
+        message, self._unsaved_message = self._unsaved_message, None
+        steps, self._unsaved_steps = self._unsaved_steps, []
+        if message is None and not steps:
+            return
+        events = take_batched_events(self.run.session_id)
+        if message is not None and steps:
+            one_statement.append_message_and_insert_steps(message, steps, events=events)
+        elif message is not None:
+            one_statement.append_message(message, events=events)
+        else:
+            one_statement.insert_steps(steps, events=events)
+
+    def _save_message_after_failure(self) -> None:
+        message, self._unsaved_message = self._unsaved_message, None
+        if message is None:
+            return
+        try:
+            one_statement.append_message(message, events=[])
+        except DatabaseError:
+            logger.warning("could not store the message of a failed batch", exc_info=True)
 
     def _save_steps_after_failure(self) -> None:
         """Keep the steps if the database still can; never hide the error that ended the batch."""
@@ -297,6 +321,10 @@ class DjangoRunRecorder:
                 self._store_answer(answer)
             return
         self._store_held_answer_first()
+        if connection.vendor == "postgresql" and self._batch_depth:  # stored at the batch's end
+            assert self._unsaved_message is None, "one transcript message per batch"
+            self._unsaved_message = self._new_message(message, usage)
+            return
         if connection.vendor == "postgresql":  # the message and the batch's events in one statement
             events = take_batched_events(self.run.session_id)
             one_statement.append_message(self._new_message(message, usage), events=events)

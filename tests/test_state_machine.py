@@ -386,6 +386,29 @@ def test_a_stale_step_completion_with_its_answer_writes_neither(cast: Cast) -> N
     assert [event_type for event_type in later_types if event_type in ("step.completed", "usage")] == []
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_message_appended_in_a_batch_is_stored_with_the_batchs_steps(cast: Cast) -> None:
+    session = make_session(cast)
+    Session.objects.filter(pk=session.pk).update(last_message_position=2)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    results = ChatMessage(
+        role="user", content=[{"type": "tool_result", "tool_call_id": "c1", "content": "42"}]
+    )
+    seq_before = session_events(session)[-1][0] if session_events(session) else 0
+
+    with CaptureQueriesContext(connection) as queries, recorder.batch():
+        recorder.append_message(results)
+        step_id = recorder.start_step(kind="model_call", input={})
+        recorder.emit("message.started", {"role": "assistant"})
+
+    assert list(Message.objects.filter(run=run).values_list("position", "role")) == [(3, "tool")]
+    assert Step.objects.filter(pk=step_id).values_list("status", flat=True).get() == StepStatus.RUNNING
+    assert _types_after(session, seq_before) == ["step.started", "message.started"]
+    if connection.vendor == "postgresql":  # two statements, one round trip (BEGIN and COMMIT ride along)
+        assert len(queries) == 2
+
+
 def _a_run_holding_its_last_answer(cast: Cast) -> tuple[Session, Run, DjangoRunRecorder, str]:
     """A running run whose recorder holds its last answer back, as the loop leaves it."""
     session = make_session(cast)

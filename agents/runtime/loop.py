@@ -138,6 +138,9 @@ class _AgentLoop:
         self.stop = StopSignal(recorder)
         self.usage = Usage()
         self.final_text = ""
+        # Tool results already in the model's context, recorded with the next model call's start
+        # (one recorder batch: a recorder may store both at once), or when the loop ends first.
+        self._unrecorded_results: ChatMessage | None = None
         self.compactor = (
             ContextCompactor(
                 policy=config.compaction,
@@ -174,6 +177,7 @@ class _AgentLoop:
             stop=self.stop,
             flush_seconds=self.config.delta_flush_seconds,
             on_completed=self._record_response,
+            record_first=self._record_results,
         )
         if isinstance(response, TurnInterrupted):
             self.usage.add(response.usage)
@@ -190,6 +194,7 @@ class _AgentLoop:
         """
         if self.compactor is None:
             return False
+        self._record_results()  # the compaction's snapshot counts what the transcript holds
         compaction = self.compactor.compact(self._model_request(), reason=reason, tokens_before=tokens_before)
         if compaction is None:
             return False
@@ -232,7 +237,8 @@ class _AgentLoop:
             denied.get(call.id) or batch.outcomes.get(call.id, STOPPED_TOOL_OUTCOME) for call in calls
         ]
         blocks = [tool_result_block(call.id, outcome) for call, outcome in zip(calls, outcomes, strict=True)]
-        self._append(ChatMessage(role="user", content=blocks))
+        self._unrecorded_results = ChatMessage(role="user", content=blocks)
+        self.messages.append(self._unrecorded_results)
         return batch.stop_reason
 
     def _deny(self, call: ToolCallRequested, check: ApprovalCheck) -> ToolOutcome:
@@ -254,6 +260,7 @@ class _AgentLoop:
         return ToolOutcome(content=content, is_error=True)
 
     def finish(self, stop_reason: LoopStopReason, *, error: str | None = None) -> LoopResult:
+        self._record_results()
         return LoopResult(stop_reason=stop_reason, usage=self.usage, final_text=self.final_text, error=error)
 
     def _model_request(self) -> ModelRequest:
@@ -276,6 +283,11 @@ class _AgentLoop:
             )
             self._append(ChatMessage(role="assistant", content=response.content), usage=response.usage)
         self.final_text = "".join(block["text"] for block in response.content if block.get("type") == "text")
+
+    def _record_results(self) -> None:
+        if self._unrecorded_results is not None:
+            results, self._unrecorded_results = self._unrecorded_results, None
+            self.recorder.append_message(results)
 
     def _append(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         self.messages.append(message)

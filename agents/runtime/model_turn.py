@@ -40,13 +40,17 @@ def call_model(
     stop: StopSignal,
     flush_seconds: float,
     on_completed: Callable[[ModelResponseCompleted], None] | None = None,
+    record_first: Callable[[], None] | None = None,
 ) -> ModelResponseCompleted | TurnInterrupted:
     """Stream one response as ``message.*`` and delta events inside a ``model_call`` step.
 
     ``on_completed`` records what follows from a complete response (the answer joining the
     transcript) in the same recorder batch as the step's end, so a recorder can store both at once.
+    ``record_first`` records what precedes the call (tool results) in the batch of its start.
     """
     with recorder.batch():
+        if record_first is not None:
+            record_first()
         step_id = recorder.start_step(
             kind="model_call", input={"model": request.model, "message_count": len(request.messages)}
         )

@@ -1,5 +1,7 @@
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from agents.runtime.types import (
     ModelError,
     ModelResponseCompleted,
     ReasoningDelta,
+    StepKind,
     StopRequestReason,
     TextDelta,
     ToolCallRequested,
@@ -723,3 +726,48 @@ def test_a_call_waiting_on_a_subagent_pauses_the_loop_and_the_replay_answers_the
     )
 
     assert (resumed.stop_reason, resumed.final_text, ran) == ("end_turn", "done", ["delegate"])
+
+
+class _BatchNotingRecorder(InMemoryRecorder):
+    """Notes batches, starts and appended messages in the order the loop makes them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        self.calls.append("batch")
+        yield
+        self.calls.append("end")
+
+    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+        self.calls.append(f"start {kind}")
+        return super().start_step(kind=kind, input=input)
+
+    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+        self.calls.append(f"append {message.role}")
+        super().append_message(message, usage=usage)
+
+
+def test_tool_results_are_recorded_in_the_batch_that_starts_the_next_model_call() -> None:
+    model = ScriptedModel([tool_turn(("call-1", "calculator", {"expression": "6*7"})), text_turn("42")])
+    recorder = _BatchNotingRecorder()
+
+    run(model, StaticToolProvider(BUILTIN_TOOLS), recorder)
+
+    second_call = recorder.calls.index("start model_call", recorder.calls.index("start tool_call"))
+    assert recorder.calls[second_call - 2 : second_call + 1] == ["batch", "append user", "start model_call"]
+    assert [message.content for message, _usage in recorder.messages][1] == [result_block("call-1", "42")]
+
+
+def test_tool_results_of_a_loop_that_stops_before_the_next_call_are_still_recorded() -> None:
+    model = ScriptedModel([tool_turn(("call-1", "calculator", {"expression": "1+1"}))])
+    recorder = _BatchNotingRecorder()
+
+    result = run(model, StaticToolProvider(BUILTIN_TOOLS), recorder, config=config(max_model_calls=1))
+
+    assert result.stop_reason == "max_steps"
+    assert recorder.calls[-1] == "append user"
+    assert [message.role for message, _usage in recorder.messages] == ["assistant", "user"]
+    assert recorder.messages[-1][0].content == [result_block("call-1", "2")]
