@@ -115,7 +115,7 @@ def test_requests_at_the_same_time_each_have_a_thread_of_their_own() -> None:
     handler = SyncChainASGIHandler()
     # The first two views wait for each other: two requests sharing one thread would time out here.
     both_in_views = threading.Barrier(2, timeout=10)
-    threads = _recording_threads(handler, lambda: len(threads) > 2 or both_in_views.wait())
+    threads: list[int] = _recording_threads(handler, lambda: len(threads) > 2 or both_in_views.wait())
 
     async def two_at_once() -> list[list[dict[str, Any]]]:
         return list(await asyncio.gather(*(_exchange(handler, _scope("/healthz")) for _ in range(2))))
