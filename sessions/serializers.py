@@ -2,7 +2,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from core.api.serializers import StrictSerializer
+from core.api.serializers import FieldsBuiltOnce, StrictSerializer
 from sessions.events import event_envelope
 from sessions.models import Message, Run, RunEvent, Session, Step, ToolApproval
 
@@ -60,7 +60,7 @@ class SessionCreateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class MessageSerializer(serializers.ModelSerializer):
+class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     run = serializers.UUIDField(source="run_id", read_only=True, allow_null=True)
     text = serializers.CharField(read_only=True)
     is_queued = serializers.SerializerMethodField()
@@ -121,7 +121,7 @@ class ToolApprovalSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class StepSerializer(serializers.ModelSerializer):
+class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     class Meta:
         model = Step
         fields = [
@@ -151,7 +151,7 @@ class UsageSerializer(serializers.Serializer):
     total_tokens = serializers.IntegerField()
 
 
-class RunSerializer(serializers.ModelSerializer):
+class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     session = serializers.UUIDField(source="session_id", read_only=True)
     agent = serializers.UUIDField(source="agent_id", read_only=True, allow_null=True)
     user_message = serializers.UUIDField(source="user_message_id", read_only=True, allow_null=True)

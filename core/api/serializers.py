@@ -1,5 +1,6 @@
 """Serializer base that treats JSON input strictly: unknown fields and wrong types are errors."""
 
+import copy
 from typing import Any
 
 from rest_framework import serializers
@@ -66,3 +67,20 @@ class StrictSerializer(serializers.Serializer):
 
 class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
     pass
+
+
+class FieldsBuiltOnce:
+    """For a ModelSerializer whose fields depend on its class alone: the fields are built once
+    per class and copied for each instance, the way DRF copies declared fields.
+
+    DRF builds a ModelSerializer's fields from the model's metadata for every instance; for a
+    run that was most of the time a post's 202 answer took (0.45 ms of 0.64 on this project's
+    machine). Not for serializers whose ``get_fields`` reads the request or the instance.
+    """
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        built: dict[str, serializers.Field] | None = type(self).__dict__.get("_fields_built_once")
+        if built is None:
+            built = super().get_fields()  # type: ignore[misc]
+            type(self)._fields_built_once = built  # type: ignore[attr-defined]  # a race builds it twice, alike
+        return copy.deepcopy(built)
