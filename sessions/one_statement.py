@@ -89,61 +89,9 @@ def complete_step(
     return _execute_with_events(_COMPLETE_STEP, params, session_id, events)
 
 
-def complete_step_and_append_message(
-    step: Step,
-    *,
-    output: dict[str, Any],
-    finished_at: datetime,
-    tokens: dict[str, int],
-    model_calls: int,
-    message: Message,
-    events: list[PendingEvent],
-) -> bool:
-    """A model call's end with the answer it gave: ``complete_step`` and ``append_message`` in one
-    statement. False (nothing written, not even the message) if the step is stale."""
-    statement, params = _complete_step_and_append_message_statement(
-        step,
-        output=output,
-        finished_at=finished_at,
-        tokens=tokens,
-        model_calls=model_calls,
-        message=message,
-        events=events,
-    )
-    return _execute_with_events(statement, params, step.run.session_id, events)
-
-
-def _complete_step_and_append_message_statement(
-    step: Step,
-    *,
-    output: dict[str, Any],
-    finished_at: datetime,
-    tokens: dict[str, int],
-    model_calls: int,
-    message: Message,
-    events: list[PendingEvent],
-) -> tuple[str, list[Any]]:
-    columns, values, select_values = _message_at_next_position(message)
-    message_insert = (
-        f" added AS (INSERT INTO {Message._meta.db_table} ({', '.join(columns)})"  # noqa: S608
-        f" SELECT {', '.join(select_values)} FROM numbered RETURNING id)"
-    )
-    statement = (
-        _STEP_DONE_AND_RUN_COUNTED + _NUMBERED_WITH_MESSAGE_POSITION + message_insert + NUMBERED_EVENTS_INSERT
-    )
-    session_id = step.run.session_id
-    params = [
-        *_completion_params(
-            step, output=output, finished_at=finished_at, tokens=tokens, model_calls=model_calls
-        ),
-        *(len(events), session_id, *values, *numbered_insert_params(session_id, events)),
-    ]
-    return statement, params
-
-
 @dataclass(frozen=True)
 class AnswerCompletion:
-    """A model call's end with the answer it gave, as ``complete_step_and_append_message`` takes them."""
+    """A model call's end with the answer it gave (the recorder holds them back to store together)."""
 
     step: Step
     output: dict[str, Any]
@@ -154,19 +102,33 @@ class AnswerCompletion:
 
 
 def store_answer(answer: AnswerCompletion) -> bool:
-    """``complete_step_and_append_message`` for a held-back answer; False if its step is stale."""
-    return complete_step_and_append_message(
-        answer.step,
-        output=answer.output,
-        finished_at=answer.finished_at,
-        tokens=answer.tokens,
-        model_calls=1,
-        message=answer.message,
-        events=answer.events,
+    """The model call's end (``complete_step``) and its answer joining the transcript
+    (``append_message``) in one statement. False (nothing written, not even the message) if the
+    step is stale."""
+    return _execute_with_events(*_answer_statement(answer), answer.step.run.session_id, answer.events)
+
+
+def _answer_statement(answer: AnswerCompletion) -> tuple[str, list[Any]]:
+    columns, values, select_values = _message_at_next_position(answer.message)
+    message_insert = (
+        f" added AS (INSERT INTO {Message._meta.db_table} ({', '.join(columns)})"  # noqa: S608
+        f" SELECT {', '.join(select_values)} FROM numbered RETURNING id)"
     )
+    statement = (
+        _STEP_DONE_AND_RUN_COUNTED + _NUMBERED_WITH_MESSAGE_POSITION + message_insert + NUMBERED_EVENTS_INSERT
+    )
+    session_id = answer.step.run.session_id
+    completion = _completion_params(
+        answer.step, output=answer.output, finished_at=answer.finished_at, tokens=answer.tokens, model_calls=1
+    )
+    params = [
+        *completion,
+        *(len(answer.events), session_id, *values, *numbered_insert_params(session_id, answer.events)),
+    ]
+    return statement, params
 
 
-def complete_step_append_message_and_finish_run(
+def store_answer_and_finish_run(
     answer: AnswerCompletion,
     run: Run,
     *,
@@ -182,16 +144,6 @@ def complete_step_append_message_and_finish_run(
     conditional on the answer's step being completed at the version the first statement gave
     it. The answer can be stored while the end is not (the run moved on, as ``finish_run``).
     """
-    step = answer.step
-    answer_statement = _complete_step_and_append_message_statement(
-        step,
-        output=answer.output,
-        finished_at=answer.finished_at,
-        tokens=answer.tokens,
-        model_calls=1,
-        message=answer.message,
-        events=answer.events,
-    )
     finish_statement = _finish_run_statement(
         run,
         to_status=to_status,
@@ -199,9 +151,9 @@ def complete_step_append_message_and_finish_run(
         error=error,
         finished_at=finished_at,
         events=events,
-        after_completing=step,
+        after_completing=answer.step,
     )
-    answer_rows, finish_rows = write_in_one_transaction([answer_statement, finish_statement])
+    answer_rows, finish_rows = write_in_one_transaction([_answer_statement(answer), finish_statement])
     return (
         _announce(answer_rows, run.session_id, answer.events),
         _announce(finish_rows, run.session_id, events),

@@ -127,7 +127,7 @@ def run_transition_to_end_in_one_statement(
             run, to_status=to_status, stop_reason=stop_reason, error=error, finished_at=now, events=events
         )
     else:
-        is_answered, is_finished = one_statement.complete_step_append_message_and_finish_run(
+        is_answered, is_finished = one_statement.store_answer_and_finish_run(
             answer,
             run,
             to_status=to_status,

@@ -421,6 +421,13 @@ def _a_run_holding_its_last_answer(cast: Cast) -> tuple[Session, Run, DjangoRunR
     return session, run, recorder, step_id
 
 
+def _finish_with_the_held_answer(run: Run, recorder: DjangoRunRecorder) -> None:
+    """What the worker does when its loop ends with an answer: the run completes with it."""
+    run_finish(
+        run, status=S.COMPLETED, stop_reason="end_turn", is_current=True, answer=recorder.take_held_answer()
+    )
+
+
 def _types_after(session: Session, seq: int) -> list[str]:
     return [event_type for event_seq, event_type, _data in session_events(session) if event_seq > seq]
 
@@ -432,13 +439,7 @@ def test_the_last_answer_is_stored_with_the_runs_end(cast: Cast) -> None:
     seq_before = session_events(session)[-1][0]
 
     with CaptureQueriesContext(connection) as queries:
-        run_finish(
-            run,
-            status=S.COMPLETED,
-            stop_reason="end_turn",
-            is_current=True,
-            answer=recorder.take_held_answer(),
-        )
+        _finish_with_the_held_answer(run, recorder)
 
     # PostgreSQL held the answer back and wrote it with the end: two statements, one round trip.
     # SQLite stored it at once (and ends runs through the ORM).
@@ -487,9 +488,7 @@ def test_a_held_answer_of_a_run_cancelled_meanwhile_is_stored_and_the_run_ends_c
     seq_before = session_events(session)[-1][0]
     run_transition(Run.objects.get(pk=run.pk), S.CANCELLING, actor="user:1")  # the copy in memory is stale
 
-    run_finish(
-        run, status=S.COMPLETED, stop_reason="end_turn", is_current=True, answer=recorder.take_held_answer()
-    )
+    _finish_with_the_held_answer(run, recorder)
 
     assert Run.objects.filter(pk=run.pk).values_list("status", "stop_reason", "input_tokens").get() == (
         S.CANCELLED,
@@ -510,13 +509,7 @@ def test_a_held_answer_whose_step_went_stale_writes_nothing_not_even_the_end(cas
     events_before = session_events(session)
 
     with pytest.raises(StaleAnswer):
-        run_finish(
-            run,
-            status=S.COMPLETED,
-            stop_reason="end_turn",
-            is_current=True,
-            answer=recorder.take_held_answer(),
-        )
+        _finish_with_the_held_answer(run, recorder)
 
     assert Step.objects.filter(pk=step_id).values_list("status", flat=True).get() == StepStatus.RUNNING
     assert Run.objects.filter(pk=run.pk).values_list("status", "input_tokens").get() == (S.EXECUTING, 0)
