@@ -52,11 +52,24 @@ def read_in_one_round_trip(statements: list[tuple[str, list[Any]]]) -> list[list
     with its own snapshot (outside a transaction). For reads that do not depend on each other."""
     if connection.vendor != "postgresql":
         return [rows_of(statement, params) for statement, params in statements]
+    return _in_one_round_trip(statements, begin=False, commit=False)
+
+
+def _in_one_round_trip(
+    statements: list[tuple[str, list[Any]]], *, begin: bool, commit: bool
+) -> list[list[tuple[Any, ...]]]:
+    """PostgreSQL: the statements in one pipeline, after ``BEGIN`` and before ``COMMIT`` if asked."""
     with ExitStack() as stack:
         cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
-        with connection.wrap_database_errors, connection.connection.pipeline():
+        raw = connection.connection
+        with connection.wrap_database_errors, raw.pipeline():
+            # Transaction control cannot be prepared.
+            if begin:
+                raw.execute("BEGIN", prepare=False)
             for cursor, (statement, params) in zip(cursors, statements, strict=True):
                 cursor.execute(statement, params)
+            if commit:
+                raw.execute("COMMIT", prepare=False)
         return [cursor.fetchall() for cursor in cursors]
 
 
@@ -90,20 +103,10 @@ class RoundTrips:
             rows = [rows_of(statement, params) for statement, params in statements]
             self.is_committed = commit
             return rows
-        with ExitStack() as stack:
-            cursors = [stack.enter_context(prepared_cursor()) for _ in statements]
-            raw = connection.connection
-            with connection.wrap_database_errors, raw.pipeline():
-                # Transaction control cannot be prepared.
-                if not self._is_open:
-                    raw.execute("BEGIN", prepare=False)
-                    self._is_open = True
-                for cursor, (statement, params) in zip(cursors, statements, strict=True):
-                    cursor.execute(statement, params)
-                if commit:
-                    raw.execute("COMMIT", prepare=False)
-            self._is_open, self.is_committed = not commit, commit
-            return [cursor.fetchall() for cursor in cursors]
+        begin, self._is_open = not self._is_open, True  # open from here until a commit succeeds
+        rows = _in_one_round_trip(statements, begin=begin, commit=commit)
+        self._is_open, self.is_committed = not commit, commit
+        return rows
 
     def roll_back_if_open(self, *, is_failing: bool) -> None:
         raw = connection.connection

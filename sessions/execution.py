@@ -31,7 +31,6 @@ from sessions.compaction import chat_message_for, compaction_policy_for, session
 from sessions.events import PendingEvent, emit_event, events_batched
 from sessions.lane import new_lease_owner, run_claim
 from sessions.models import Message, Run, RunStatus, StopReason
-from sessions.one_statement import AnswerCompletion
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import (
@@ -287,7 +286,13 @@ def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
 
 
 def _finish_in_one_statement(
-    run: Run, *, target: str, stop_reason: str, error: str, actor: str, answer: AnswerCompletion | None = None
+    run: Run,
+    *,
+    target: str,
+    stop_reason: str,
+    error: str,
+    actor: str,
+    answer: one_statement.AnswerCompletion | None = None,
 ) -> Run:
     data = _ending_data(run, target, stop_reason, error)
     ending = PendingEvent(run.session_id, run.pk, TERMINAL_EVENT_TYPES[target], data, timezone.now())
@@ -369,7 +374,7 @@ def run_finish(
     error: str = "",
     actor: str = "system",
     is_current: bool = False,
-    answer: AnswerCompletion | None = None,
+    answer: one_statement.AnswerCompletion | None = None,
 ) -> Run:
     """Move the run to a terminal state and announce it; a run already finished is left alone.
 
@@ -378,7 +383,8 @@ def run_finish(
     (a cancel) or has children is read again and finished from there.
 
     ``answer``: the run's last answer, held back by its recorder to be stored with the end (one
-    round trip, one commit). If the run moved on, the answer is stored alone first.
+    round trip, one commit). If the run moved on meanwhile, the answer is still stored, and the
+    run is read again and finished from there.
     """
     if is_current and connection.vendor == "postgresql" and status in RUN_TRANSITIONS[run.status]:
         try:
