@@ -47,8 +47,13 @@ _COMPLETE_STEP = (
 )
 
 
-def store_message_and_run(message: Message, run: Run, *, title: str, events: list[PendingEvent]) -> None:
-    """A posted message, its queued run and their events; the session titled if it has no title."""
+def store_message_and_run(
+    message: Message, run: Run, *, title: str, events: list[PendingEvent]
+) -> list[int]:
+    """A posted message, its queued run and their events; the session titled if it has no title.
+
+    Returns the events' numbers: the caller announces them (``announce_on_commit``), after
+    enqueueing the run, so the worker's part starts first."""
     message_columns, message_values = insert_values(message)
     run_columns, run_values = insert_values(run)
     statement = (
@@ -63,10 +68,12 @@ def store_message_and_run(message: Message, run: Run, *, title: str, events: lis
     session_id = run.session_id
     params = [*message_values, *run_values, len(events), run.created_at, title, session_id]
     params += numbered_insert_params(session_id, events)
-    if not _execute_with_events(statement, params, session_id, events):
+    sequence_numbers = [seq for (seq,) in rows_of(statement, params)]
+    if not sequence_numbers:
         raise Session.DoesNotExist(f"session {session_id} does not exist")
     for instance in (message, run):
         instance._state.adding, instance._state.db = False, "default"
+    return sequence_numbers
 
 
 def complete_step(
@@ -154,10 +161,12 @@ def store_answer_and_finish_run(
         after_completing=answer.step,
     )
     answer_rows, finish_rows = write_in_one_transaction([_answer_statement(answer), finish_statement])
-    return (
-        _announce(answer_rows, run.session_id, answer.events),
-        _announce(finish_rows, run.session_id, events),
-    )
+    answer_stored, run_finished = bool(answer_rows), bool(finish_rows)
+    # One announcement for both: as two, the run's end waited behind the answer's on the channel layer.
+    stored_events = (answer.events if answer_stored else []) + (events if run_finished else [])
+    if stored_events:
+        announce_on_commit(run.session_id, stored_events, [seq for (seq,) in answer_rows + finish_rows])
+    return answer_stored, run_finished
 
 
 def _completion_params(

@@ -50,17 +50,12 @@ class _Publisher:
     async def _drain(self, queue: asyncio.Queue[tuple[str, list[dict[str, Any]]] | None]) -> None:
         layer = get_channel_layer()
         while True:
-            item = await queue.get()
-            if item is None:
+            batch, is_stopping = _take_waiting(await queue.get(), queue)
+            if layer is not None:
+                for group, envelopes in batch:
+                    await _send(layer, group, envelopes)
+            if is_stopping:
                 return
-            group, envelopes = item
-            if layer is None:
-                continue
-            try:
-                await layer.group_send(group, {"type": "session.events", "events": envelopes})
-            except Exception:
-                seqs = [envelope.get("seq") for envelope in envelopes]
-                logger.warning("could not announce events %s on %s", seqs, group, exc_info=True)
 
     def publish(self, group: str, envelopes: list[dict[str, Any]]) -> None:
         loop, queue = self._ensure_started()
@@ -68,6 +63,34 @@ class _Publisher:
 
 
 _publisher = _Publisher()
+
+
+def _take_waiting(
+    first: tuple[str, list[dict[str, Any]]] | None,
+    queue: asyncio.Queue[tuple[str, list[dict[str, Any]]] | None],
+) -> tuple[list[tuple[str, list[dict[str, Any]]]], bool]:
+    """``first`` and everything queued behind it, a group's consecutive announcements merged into
+    one message (an event waits for no other event's round trip); True if the stop marker came."""
+    batch: list[tuple[str, list[dict[str, Any]]]] = []
+    item = first
+    while item is not None:
+        group, envelopes = item
+        if batch and batch[-1][0] == group:
+            batch[-1] = (group, batch[-1][1] + envelopes)
+        else:
+            batch.append((group, envelopes))
+        if queue.empty():
+            return batch, False
+        item = queue.get_nowait()
+    return batch, True
+
+
+async def _send(layer: Any, group: str, envelopes: list[dict[str, Any]]) -> None:
+    try:
+        await layer.group_send(group, {"type": "session.events", "events": envelopes})
+    except Exception:
+        seqs = [envelope.get("seq") for envelope in envelopes]
+        logger.warning("could not announce events %s on %s", seqs, group, exc_info=True)
 
 
 def has_cross_process_layer() -> bool:

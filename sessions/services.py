@@ -12,7 +12,7 @@ from django.utils import timezone
 from agents.models import Agent
 from sessions import one_statement
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
-from sessions.events import PendingEvent, emit_event
+from sessions.events import PendingEvent, announce_on_commit, emit_event
 from sessions.execution import run_finish
 from sessions.models import (
     IdempotencyRecord,
@@ -201,8 +201,10 @@ def _store_message_and_run_in_one_statement(
     message = _new_user_message(session, content, run_id=run_id)
     run = _new_queued_run(actor=actor, session=session, user_message=message, run_id=run_id)
     queued = PendingEvent(session.pk, run.pk, "run.queued", _queued_data(run), timezone.now())
-    one_statement.store_message_and_run(message, run, title=_title_from(content), events=[queued])
+    sequence_numbers = one_statement.store_message_and_run(message, run, title=_title_from(content), events=[queued])
+    # The statement committed: the task goes out before the announcement, which only watchers await.
     _enqueue_on_commit(run, lane_is_idle=lane.is_idle)
+    announce_on_commit(session.pk, [queued], sequence_numbers)
     return message, run
 
 
@@ -255,8 +257,9 @@ def _queue_run(
         actor=actor, session=session, user_message=user_message, run_id=run_id, retry_of=retry_of
     )
     run.save(force_insert=True)
-    emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued", data=_queued_data(run))
+    # On commit, the task goes out before the announcement, which only watchers await.
     _enqueue_on_commit(run, lane_is_idle=lane_is_idle)
+    emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued", data=_queued_data(run))
     return run
 
 

@@ -433,10 +433,14 @@ def _types_after(session: Session, seq: int) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_last_answer_is_stored_with_the_runs_end(cast: Cast) -> None:
+def test_the_last_answer_is_stored_with_the_runs_end(cast: Cast, monkeypatch: pytest.MonkeyPatch) -> None:
     session, run, recorder, step_id = _a_run_holding_its_last_answer(cast)
     held = not Message.objects.filter(run=run).exists()
     seq_before = session_events(session)[-1][0]
+    announced: list[list[str]] = []
+    monkeypatch.setattr(
+        "sessions.events.publish", lambda _group, envelopes: announced.append([e["type"] for e in envelopes])
+    )
 
     with CaptureQueriesContext(connection) as queries:
         _finish_with_the_held_answer(run, recorder)
@@ -463,6 +467,8 @@ def test_the_last_answer_is_stored_with_the_runs_end(cast: Cast) -> None:
     assert _types_after(session, seq_before) == (
         answering + finishing if connection.vendor == "postgresql" else finishing
     )
+    # Announced together: the end does not wait behind the answer on the channel layer.
+    assert announced == [_types_after(session, seq_before)]
     completed = [data for _seq, event_type, data in session_events(session) if event_type == "run.completed"]
     assert completed[0]["usage"]["total_tokens"] == 7
 
