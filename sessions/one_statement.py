@@ -47,9 +47,7 @@ _COMPLETE_STEP = (
 )
 
 
-def store_message_and_run(
-    message: Message, run: Run, *, title: str, events: list[PendingEvent]
-) -> list[int]:
+def store_message_and_run(message: Message, run: Run, *, title: str, events: list[PendingEvent]) -> list[int]:
     """A posted message, its queued run and their events; the session titled if it has no title.
 
     Returns the events' numbers: the caller announces them (``announce_on_commit``), after

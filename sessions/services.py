@@ -201,7 +201,9 @@ def _store_message_and_run_in_one_statement(
     message = _new_user_message(session, content, run_id=run_id)
     run = _new_queued_run(actor=actor, session=session, user_message=message, run_id=run_id)
     queued = PendingEvent(session.pk, run.pk, "run.queued", _queued_data(run), timezone.now())
-    sequence_numbers = one_statement.store_message_and_run(message, run, title=_title_from(content), events=[queued])
+    sequence_numbers = one_statement.store_message_and_run(
+        message, run, title=_title_from(content), events=[queued]
+    )
     # The statement committed: the task goes out before the announcement, which only watchers await.
     _enqueue_on_commit(run, lane_is_idle=lane.is_idle)
     announce_on_commit(session.pk, [queued], sequence_numbers)
