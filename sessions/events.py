@@ -143,6 +143,11 @@ def flush_batched_events() -> None:
         pending.clear()
 
 
+def has_batched_events() -> bool:
+    """Whether the current batch holds events to store at its end."""
+    return bool(_batch.get())
+
+
 def take_batched_events(session_id: UUID) -> list[PendingEvent]:
     """Remove and return the session's events the current batch holds, for a caller that stores them."""
     pending = _batch.get()

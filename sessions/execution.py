@@ -114,7 +114,7 @@ def _run_loop(
         history = with_added_user_text(history, synthesis_context)
     tools: ToolProvider = DjangoToolProvider(toolset, tool_context_for(run)) if is_tool_use else NO_TOOLS
     subagents = _subagent_spawner(run, toolset)
-    recorder.holds_last_answer = True  # the loop's result is recorded below, with the held answer
+    recorder.holds_answers = True  # stored with what follows them: tool steps, or the run's end below
     result = run_agent_loop(
         config=config,
         history=history,
@@ -123,7 +123,13 @@ def _run_loop(
         recorder=recorder,
         model_calls_done=run.model_calls,
         approvals=(
-            ToolCallGate(run, toolset, subagents=subagents, tool_calls_so_far=recorder.tool_calls_so_far)
+            ToolCallGate(
+                run,
+                toolset,
+                subagents=subagents,
+                tool_calls_so_far=recorder.tool_calls_so_far,
+                before_writing=recorder.store_held_answer,
+            )
             if is_tool_use
             else None
         ),
@@ -242,7 +248,7 @@ def _record_loop_result(
     run: Run, result: LoopResult, recorder: DjangoRunRecorder, subagents: SubagentSpawner | None = None
 ) -> None:
     if result.stop_reason not in LOOP_OUTCOMES:
-        recorder.store_held_answer()  # the run does not end here (none is held on these ways out)
+        recorder.store_held_answer()  # the run does not end here: store what the recorder held
     if result.stop_reason == "lease_lost":
         logger.warning("run %s: lease lost; another worker continues it", run.pk)
         return

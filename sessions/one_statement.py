@@ -237,17 +237,60 @@ def append_message_and_insert_steps(
     _mark_saved(steps)
 
 
-def _insert_steps_statement(steps: list[Step], *, events: list[PendingEvent]) -> tuple[str, list[Any]]:
+def store_answer_and_insert_steps(
+    answer: AnswerCompletion, steps: list[Step], *, events: list[PendingEvent]
+) -> tuple[bool, bool]:
+    """A model call's answer asking for tools, then the tool steps it starts with their events:
+    one round trip and one commit.
+
+    Returns (answer stored, steps inserted). The steps are inserted only if the answer was: they
+    are conditional on the answer's step being completed at the version the first statement gave it.
+    """
+    answer_rows, step_rows = write_in_one_transaction(
+        [
+            _answer_statement(answer),
+            _insert_steps_statement(steps, events=events, after_completing=answer.step),
+        ]
+    )
+    answer_stored, steps_inserted = bool(answer_rows), bool(step_rows)
+    stored_events = (answer.events if answer_stored else []) + (events if steps_inserted else [])
+    if stored_events:
+        announce_on_commit(
+            answer.step.run.session_id, stored_events, [seq for (seq,) in answer_rows + step_rows]
+        )
+    if steps_inserted:
+        _mark_saved(steps)
+    return answer_stored, steps_inserted
+
+
+def _insert_steps_statement(
+    steps: list[Step], *, events: list[PendingEvent], after_completing: Step | None = None
+) -> tuple[str, list[Any]]:
+    """``after_completing``: only if this step is completed at the version its completion gives it."""
     rows = [insert_values(step) for step in steps]
     columns = rows[0][0]
-    values_sql = ", ".join("(" + ", ".join(["%s"] * len(columns)) + ")" for _ in rows)
-    statement = (
-        f"WITH added AS (INSERT INTO {_STEPS} ({', '.join(columns)}) VALUES {values_sql} RETURNING id),"  # noqa: S608
-        f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
-        " WHERE id = %s RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
-    )
     session_id = steps[0].run.session_id
     params = [value for _, values in rows for value in values]
+    if after_completing is None:
+        values_sql = ", ".join("(" + ", ".join(["%s"] * len(columns)) + ")" for _ in rows)
+        inserts = f"added AS (INSERT INTO {_STEPS} ({', '.join(columns)}) VALUES {values_sql} RETURNING id),"  # noqa: S608
+        guard, condition = "", ""
+    else:
+        # One INSERT … SELECT per step (each takes its parameters' types from the table's columns).
+        select_list = ", ".join(["%s"] * len(columns))
+        inserts = "".join(
+            f"added_{index} AS (INSERT INTO {_STEPS} ({', '.join(columns)})"  # noqa: S608
+            f" SELECT {select_list} FROM completed RETURNING id),"
+            for index in range(len(rows))
+        )
+        guard = f"completed AS (SELECT 1 FROM {_STEPS} WHERE id = %s AND status = %s AND version = %s),"  # noqa: S608
+        condition = " AND EXISTS (SELECT 1 FROM completed)"
+        params = [after_completing.pk, StepStatus.COMPLETED, after_completing.version + 1, *params]
+    statement = (
+        f"WITH {guard}{inserts}"  # noqa: S608
+        f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
+        f" WHERE id = %s{condition} RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
+    )
     params += [len(events), session_id, *numbered_insert_params(session_id, events)]
     return statement, params
 

@@ -29,6 +29,7 @@ from sessions.events import (
     emit_event,
     events_batched,
     flush_batched_events,
+    has_batched_events,
     take_batched_events,
 )
 from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
@@ -78,21 +79,23 @@ class DjangoRunRecorder:
         # PostgreSQL: a model call's end, stored with the answer the same batch appends (one
         # statement instead of two), else at the batch's end. Never alongside unsaved steps.
         self._deferred_completion: _StepCompletion | None = None
-        # PostgreSQL, once the run's executor sets ``holds_last_answer``: an answer that asks for
-        # no tool ends the agent loop, so its model call's end and the answer are held back for
-        # the run's end to store with it (``take_held_answer``: one round trip and one commit
-        # for both). Anything the recorder writes first stores them before it.
-        self.holds_last_answer = False
+        # PostgreSQL, once the run's executor sets ``holds_answers``: a model call's end and its
+        # answer are held back for what follows them to store with them, in one round trip and
+        # one commit: the tool steps the answer starts (a batch's end), or the run's end when the
+        # answer ends the loop (``take_held_answer``). Anything else the recorder writes first
+        # stores them before it, and so must any other writer of the run's events
+        # (``store_held_answer``).
+        self.holds_answers = False
         self._held_answer: one_statement.AnswerCompletion | None = None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        self._store_held_answer_first()
         with events_batched():
             self._batch_depth += 1
             try:
                 yield
             except BaseException:
+                self._save_held_answer_after_failure()
                 self._save_message_after_failure()
                 self._save_steps_after_failure()  # the batch's stored events name these steps
                 self._save_completion_after_failure()
@@ -104,9 +107,18 @@ class DjangoRunRecorder:
                 self._store_batch_rows()
 
     def _store_batch_rows(self) -> None:
-        """The batch's message and steps with its events: one statement each, one round trip."""
+        """The batch's message and steps with its events: one statement each, one round trip.
+
+        A held answer goes first: in the same round trip when the batch starts steps only (the
+        tool calls it asked for), else on its own; it stays held through a batch that stores nothing.
+        """
         message, self._unsaved_message = self._unsaved_message, None
         steps, self._unsaved_steps = self._unsaved_steps, []
+        if self._held_answer is not None and steps and message is None:
+            self._store_held_answer_with_steps(steps)
+            return
+        if message is not None or steps or has_batched_events():
+            self._store_held_answer_first()
         if message is None and not steps:
             return
         events = take_batched_events(self.run.session_id)
@@ -116,6 +128,23 @@ class DjangoRunRecorder:
             one_statement.append_message(message, events=events)
         else:
             one_statement.insert_steps(steps, events=events)
+
+    def _store_held_answer_with_steps(self, steps: list[Step]) -> None:
+        held, self._held_answer = self._held_answer, None
+        assert held is not None
+        events = take_batched_events(self.run.session_id)
+        answer_stored, _steps_inserted = one_statement.store_answer_and_insert_steps(
+            held, steps, events=events
+        )
+        if not answer_stored:  # nothing was written: the steps were conditional on the answer
+            raise stale_answer(held)
+        self._count_completed(held.step, output=held.output, tokens=held.tokens)
+
+    def _save_held_answer_after_failure(self) -> None:
+        try:
+            self._store_held_answer_first()
+        except (DatabaseError, StaleTransition):
+            logger.warning("could not store the held answer of a failed batch", exc_info=True)
 
     def _save_message_after_failure(self) -> None:
         message, self._unsaved_message = self._unsaved_message, None
@@ -144,13 +173,13 @@ class DjangoRunRecorder:
             logger.warning("could not store the completion of a failed batch", exc_info=True)
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
-        self._store_held_answer_first()
+        if not self._batch_depth:  # a batch's events are stored at its end, after a held answer
+            self._store_held_answer_first()
         if event_type in ARGUMENT_BEARING_EVENTS:
             data = redact_tool_arguments(data)
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
-        self._store_held_answer_first()
         step = Step(
             run=self.run,
             index=self._next_step_index,
@@ -164,6 +193,7 @@ class DjangoRunRecorder:
             self._store_deferred_completion_first()
             self._unsaved_steps.append(step)  # inserted with the batch's events (batch)
         else:
+            self._store_held_answer_first()
             step.save(force_insert=True)
         self._next_step_index += 1
         self._tool_calls_started += kind == "tool_call"
@@ -277,11 +307,12 @@ class DjangoRunRecorder:
             self._store_answer(held)
 
     def store_held_answer(self) -> None:
-        """Store the held-back last answer now, if there is one (a run that does not end here)."""
+        """Store the held-back answer now, if there is one: before a write of the run's events
+        that does not go through the recorder, or when the run does not end here."""
         self._store_held_answer_first()
 
     def take_held_answer(self) -> one_statement.AnswerCompletion | None:
-        """The held-back last answer, for the run's end to store (PostgreSQL). The run in memory
+        """The held-back answer, for the run's end to store (PostgreSQL). The run in memory
         counts its tokens from here on, as the end's event reports them."""
         held, self._held_answer = self._held_answer, None
         if held is not None:
@@ -315,7 +346,7 @@ class DjangoRunRecorder:
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         if self._deferred_completion is not None:  # PostgreSQL: the answer of the call ending in this batch
             answer = self._answer_completion(self._new_message(message, usage))
-            if self.holds_last_answer and _ends_the_loop(message):
+            if self.holds_answers:
                 self._held_answer = answer
             else:
                 self._store_answer(answer)
@@ -412,13 +443,6 @@ class _StepCompletion:
     output: dict[str, Any]
     tokens: dict[str, int]
     finished_at: datetime
-
-
-def _ends_the_loop(message: ChatMessage) -> bool:
-    """An assistant answer without tool calls ends the agent loop (``run_agent_loop``)."""
-    return message.role == "assistant" and not any(
-        block.get("type") == "tool_call" for block in message.content
-    )
 
 
 def _completed_data(step: Step) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.model_clients import ProviderAccess, provider_access
 from agents.models import PlanningMode
-from agents.runtime.types import ChatMessage, Usage
+from agents.runtime.types import ChatMessage, ToolCallRequested, Usage
 from memory.models import MemoryStatus
+from sessions import one_statement
+from sessions.approvals import ToolCallGate
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.execution import run_finish
 from sessions.lane import new_lease_owner, run_claim
@@ -32,6 +34,8 @@ from tenants.models import ProviderKey
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent
 from tests.memory.factories import make_memory
+from tools.policy import Decision
+from tools.registry import RunToolset
 
 S = RunStatus
 ALLOWED_RUN_MOVES = [(source, target) for source, targets in RUN_TRANSITIONS.items() for target in targets]
@@ -414,7 +418,7 @@ def _a_run_holding_its_last_answer(cast: Cast) -> tuple[Session, Run, DjangoRunR
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
     recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
-    recorder.holds_last_answer = True
+    recorder.holds_answers = True
     with recorder.batch():
         step_id = recorder.start_step(kind="model_call", input={})
     _answer_in_one_batch(recorder, step_id, Usage(input_tokens=5, output_tokens=2))
@@ -486,6 +490,96 @@ def test_a_held_answer_is_stored_before_whatever_the_recorder_writes_next(cast: 
     assert _types_after(session, seq_before) == later
     assert Message.objects.filter(run=run).count() == 1
     assert recorder.take_held_answer() is None
+
+
+def _start_the_tool_calls(recorder: DjangoRunRecorder, call_ids: list[str]) -> list[str]:
+    """What ``run_tool_calls`` does: the batch's steps and their tool.call events."""
+    with recorder.batch():
+        step_ids = [
+            recorder.start_step(kind="tool_call", input={"tool_call_id": call_id, "name": "calculator"})
+            for call_id in call_ids
+        ]
+        for call_id in call_ids:
+            recorder.emit("tool.call", {"tool_call_id": call_id, "name": "calculator", "arguments": {}})
+    return step_ids
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_answer_is_stored_with_the_tool_steps_it_starts(cast: Cast) -> None:
+    session, run, recorder, step_id = _a_run_holding_its_last_answer(cast)
+    held = not Message.objects.filter(run=run).exists()
+    seq_before = session_events(session)[-1][0]
+    announced: list[list[str]] = []
+    original_announce = one_statement.announce_on_commit
+
+    def announce(session_id: Any, events: list[Any], sequence_numbers: list[int]) -> None:
+        announced.append([event.type for event in events])
+        original_announce(session_id, events, sequence_numbers)
+
+    with pytest.MonkeyPatch.context() as patch, CaptureQueriesContext(connection) as queries:
+        patch.setattr(one_statement, "announce_on_commit", announce)
+        tool_step_ids = _start_the_tool_calls(recorder, ["c1", "c2"])
+
+    answering = ["message.completed", "step.completed", "usage"]
+    starting = ["step.started", "step.started", "tool.call", "tool.call"]
+    assert held is (connection.vendor == "postgresql")
+    if connection.vendor == "postgresql":  # two statements in one round trip, announced together
+        assert len(queries) == 2
+        assert announced == [answering + starting]
+        assert _types_after(session, seq_before) == answering + starting
+    else:
+        assert _types_after(session, seq_before) == starting
+    assert Step.objects.filter(pk=step_id).values_list("status", flat=True).get() == StepStatus.COMPLETED
+    assert list(
+        Step.objects.filter(pk__in=tool_step_ids).order_by("index").values_list("index", "status")
+    ) == [
+        (1, StepStatus.RUNNING),
+        (2, StepStatus.RUNNING),
+    ]
+    assert Message.objects.filter(run=run).count() == 1
+    assert Run.objects.filter(pk=run.pk).values_list("input_tokens", "model_calls").get() == (5, 1)
+    assert (run.input_tokens, run.model_calls) == (5, 1)
+    seqs = [seq for seq, _type, _data in session_events(session)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert recorder.take_held_answer() is None
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="answers are held back on PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_a_held_answer_whose_step_went_stale_starts_no_tool_steps(cast: Cast) -> None:
+    session, run, recorder, step_id = _a_run_holding_its_last_answer(cast)
+    Step.objects.filter(pk=step_id).update(version=F("version") + 1)
+    events_before = session_events(session)
+
+    with pytest.raises(StaleAnswer):
+        _start_the_tool_calls(recorder, ["c1"])
+
+    assert list(Step.objects.filter(run=run).values_list("kind", "status")) == [
+        ("model_call", StepStatus.RUNNING)
+    ]
+    assert not Message.objects.filter(run=run).exists()
+    assert session_events(session) == events_before
+
+
+@pytest.mark.django_db
+def test_a_held_answer_is_stored_before_the_approval_it_asks_for(cast: Cast) -> None:
+    session, run, recorder, _step_id = _a_run_holding_its_last_answer(cast)
+    seq_before = session_events(session)[-1][0]
+    toolset = RunToolset(
+        tools={},
+        decisions={"calculator": Decision(is_allowed=True, reason="", requires_approval=True)},
+        max_calls_per_turn=8,
+        max_calls_per_run=8,
+        is_owner_run=True,
+    )
+    gate = ToolCallGate(run, toolset, before_writing=recorder.store_held_answer)
+
+    checks = gate.check([ToolCallRequested(id="c1", name="calculator", arguments={"expression": "1+1"})])
+
+    assert checks["c1"].state == "pending"
+    answering = ["message.completed", "step.completed", "usage"] if connection.vendor == "postgresql" else []
+    assert _types_after(session, seq_before) == [*answering, "approval.required"]
+    assert Message.objects.filter(run=run).count() == 1
 
 
 @pytest.mark.django_db
