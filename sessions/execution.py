@@ -128,7 +128,7 @@ def _run_loop(
                 toolset,
                 subagents=subagents,
                 tool_calls_so_far=recorder.tool_calls_so_far,
-                before_writing=recorder.store_held_answer,
+                before_writing=recorder.store_held_writes,
             )
             if is_tool_use
             else None
@@ -248,7 +248,7 @@ def _record_loop_result(
     run: Run, result: LoopResult, recorder: DjangoRunRecorder, subagents: SubagentSpawner | None = None
 ) -> None:
     if result.stop_reason not in LOOP_OUTCOMES:
-        recorder.store_held_answer()  # the run does not end here: store what the recorder held
+        recorder.store_held_writes()  # the run does not end here: store what the recorder held
     if result.stop_reason == "lease_lost":
         logger.warning("run %s: lease lost; another worker continues it", run.pk)
         return

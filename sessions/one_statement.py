@@ -46,6 +46,9 @@ _COMPLETE_STEP = (
     " WHERE id = %s AND EXISTS (SELECT 1 FROM done) RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
 )
 
+# A condition on a step being completed at a version: what follows a completion in its transaction.
+_AFTER_COMPLETING = f" AND EXISTS (SELECT 1 FROM {_STEPS} WHERE id = %s AND status = %s AND version = %s)"  # noqa: S608
+
 
 def store_message_and_run(message: Message, run: Run, *, title: str, events: list[PendingEvent]) -> list[int]:
     """A posted message, its queued run and their events; the session titled if it has no title.
@@ -84,6 +87,21 @@ def complete_step(
     events: list[PendingEvent],
 ) -> bool:
     """running → completed at the step's version, the run's counters, the events; False if stale."""
+    statement, params = _complete_step_statement(
+        step, output=output, finished_at=finished_at, tokens=tokens, model_calls=model_calls, events=events
+    )
+    return _execute_with_events(statement, params, step.run.session_id, events)
+
+
+def _complete_step_statement(
+    step: Step,
+    *,
+    output: dict[str, Any],
+    finished_at: datetime,
+    tokens: dict[str, int],
+    model_calls: int,
+    events: list[PendingEvent],
+) -> tuple[str, list[Any]]:
     session_id = step.run.session_id
     params = [
         *_completion_params(
@@ -91,7 +109,65 @@ def complete_step(
         ),
         *(len(events), session_id, *numbered_insert_params(session_id, events)),
     ]
-    return _execute_with_events(_COMPLETE_STEP, params, session_id, events)
+    return _COMPLETE_STEP, params
+
+
+@dataclass(frozen=True)
+class ToolCompletion:
+    """A tool call's end, held back to be stored with the next write (the results message)."""
+
+    step: Step
+    output: dict[str, Any]
+    finished_at: datetime
+    events: list[PendingEvent]
+
+
+def complete_tool_step(completion: ToolCompletion) -> bool:
+    """The tool call's end and its events on their own; False (nothing written) if stale."""
+    return complete_step(
+        completion.step,
+        output=completion.output,
+        finished_at=completion.finished_at,
+        tokens={},
+        model_calls=0,
+        events=completion.events,
+    )
+
+
+def complete_tool_step_append_message_and_insert_steps(
+    completion: ToolCompletion, message: Message, steps: list[Step], *, events: list[PendingEvent]
+) -> tuple[bool, bool]:
+    """The last tool call's end, the results message and the next steps with their events: one
+    round trip and one commit.
+
+    Returns (tool step completed, message and steps stored). The message and the steps are
+    conditional on the tool step being completed at the version the first statement gave it.
+    """
+    step = completion.step
+    completing = _complete_step_statement(
+        step,
+        output=completion.output,
+        finished_at=completion.finished_at,
+        tokens={},
+        model_calls=0,
+        events=completion.events,
+    )
+    completed_rows, appended_rows, inserted_rows = write_in_one_transaction(
+        [
+            completing,
+            _append_message_statement(message, events=[], after_completing=step),
+            _insert_steps_statement(steps, events=events, after_completing=step),
+        ]
+    )
+    completed, stored = bool(completed_rows), bool(appended_rows) and bool(inserted_rows)
+    stored_events = (completion.events if completed else []) + (events if stored else [])
+    if stored_events:
+        announce_on_commit(
+            step.run.session_id, stored_events, [seq for (seq,) in completed_rows + inserted_rows]
+        )
+    if stored:
+        _mark_saved(steps)
+    return completed, stored
 
 
 @dataclass(frozen=True)
@@ -199,17 +275,26 @@ def append_message(message: Message, *, events: list[PendingEvent]) -> None:
         raise Session.DoesNotExist(f"session {message.session_id} does not exist")
 
 
-def _append_message_statement(message: Message, *, events: list[PendingEvent]) -> tuple[str, list[Any]]:
-    """Returns the message's id without events, else the events' numbers."""
+def _append_message_statement(
+    message: Message, *, events: list[PendingEvent], after_completing: Step | None = None
+) -> tuple[str, list[Any]]:
+    """Returns the message's id without events, else the events' numbers.
+
+    ``after_completing``: only if this step is completed at the version its completion gives it.
+    """
     columns, values, select_values = _message_at_next_position(message)
     numbered = (
         f"WITH numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + 1,"  # noqa: S608
         " last_event_seq = last_event_seq + %s WHERE id = %s"
+        f"{_AFTER_COMPLETING if after_completing is not None else ''}"
         " RETURNING last_message_position, last_event_seq)"
     )
     insert = f"INSERT INTO {Message._meta.db_table} ({', '.join(columns)}) SELECT {', '.join(select_values)}"
     session_id = message.session_id
-    params = [len(events), session_id, *values]
+    params = [len(events), session_id]
+    if after_completing is not None:
+        params += [after_completing.pk, StepStatus.COMPLETED, after_completing.version + 1]
+    params += values
     if not events:
         return f"{numbered} {insert} FROM numbered RETURNING id", params
     statement = f"{numbered}, added AS ({insert} FROM numbered RETURNING id)" + NUMBERED_EVENTS_INSERT
@@ -311,7 +396,6 @@ _FINISH_RUN = (
     f" numbered AS (UPDATE {_SESSIONS} SET last_event_seq = last_event_seq + %s"
     " WHERE id = %s AND EXISTS (SELECT 1 FROM finished) RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT
 )
-_AFTER_COMPLETING = f" AND EXISTS (SELECT 1 FROM {_STEPS} WHERE id = %s AND status = %s AND version = %s)"  # noqa: S608
 
 
 def finish_run(

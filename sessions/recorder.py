@@ -79,14 +79,18 @@ class DjangoRunRecorder:
         # PostgreSQL: a model call's end, stored with the answer the same batch appends (one
         # statement instead of two), else at the batch's end. Never alongside unsaved steps.
         self._deferred_completion: _StepCompletion | None = None
-        # PostgreSQL, once the run's executor sets ``holds_answers``: a model call's end and its
-        # answer are held back for what follows them to store with them, in one round trip and
-        # one commit: the tool steps the answer starts (a batch's end), or the run's end when the
-        # answer ends the loop (``take_held_answer``). Anything else the recorder writes first
-        # stores them before it, and so must any other writer of the run's events
-        # (``store_held_answer``).
+        # PostgreSQL, once the run's executor sets ``holds_answers``, two writes wait for what
+        # follows them, to be stored with it in one round trip and one commit:
+        # - a model call's end and its answer: with the tool steps the answer starts (a batch's
+        #   end), or with the run's end when the answer ends the loop (``take_held_answer``);
+        # - the end of the last running tool call: with the results message and the next model
+        #   call's start (a batch's end). An earlier call's end is stored at once: its result is
+        #   not kept from watchers while other calls run.
+        # Anything else the recorder writes first stores them before it, and so must any other
+        # writer of the run's events (``store_held_writes``).
         self.holds_answers = False
         self._held_answer: one_statement.AnswerCompletion | None = None
+        self._held_tool_completion: one_statement.ToolCompletion | None = None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -117,8 +121,11 @@ class DjangoRunRecorder:
         if self._held_answer is not None and steps and message is None:
             self._store_held_answer_with_steps(steps)
             return
+        if self._held_tool_completion is not None and self._held_answer is None and message and steps:
+            self._store_held_tool_completion_with(message, steps)
+            return
         if message is not None or steps or has_batched_events():
-            self._store_held_answer_first()
+            self._store_held_first()
         if message is None and not steps:
             return
         events = take_batched_events(self.run.session_id)
@@ -140,9 +147,19 @@ class DjangoRunRecorder:
             raise stale_answer(held)
         self._count_completed(held.step, output=held.output, tokens=held.tokens)
 
+    def _store_held_tool_completion_with(self, message: Message, steps: list[Step]) -> None:
+        held, self._held_tool_completion = self._held_tool_completion, None
+        assert held is not None
+        events = take_batched_events(self.run.session_id)
+        completed, _stored = one_statement.complete_tool_step_append_message_and_insert_steps(
+            held, message, steps, events=events
+        )
+        if not completed:  # nothing was written: the message and steps were conditional on it
+            raise _stale(held.step)
+
     def _save_held_answer_after_failure(self) -> None:
         try:
-            self._store_held_answer_first()
+            self._store_held_first()
         except (DatabaseError, StaleTransition):
             logger.warning("could not store the held answer of a failed batch", exc_info=True)
 
@@ -174,7 +191,7 @@ class DjangoRunRecorder:
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         if not self._batch_depth:  # a batch's events are stored at its end, after a held answer
-            self._store_held_answer_first()
+            self._store_held_first()
         if event_type in ARGUMENT_BEARING_EVENTS:
             data = redact_tool_arguments(data)
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
@@ -193,7 +210,7 @@ class DjangoRunRecorder:
             self._store_deferred_completion_first()
             self._unsaved_steps.append(step)  # inserted with the batch's events (batch)
         else:
-            self._store_held_answer_first()
+            self._store_held_first()
             step.save(force_insert=True)
         self._next_step_index += 1
         self._tool_calls_started += kind == "tool_call"
@@ -202,11 +219,13 @@ class DjangoRunRecorder:
         return str(step.pk)
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
-        self._store_held_answer_first()
+        self._store_held_first()
         step = self._steps.pop(step_id)
         tokens = _usage_fields(usage)
         if connection.vendor != "postgresql":
             self._complete_step_with_orm(step, output=output, tokens=tokens)
+        elif self.holds_answers and step.kind == "tool_call" and not self._has_running_tool_calls():
+            self._hold_tool_completion(step, output=output)
         elif self._batch_depth and step.kind == "model_call" and not self._unsaved_steps:
             require_step_transition(step, StepStatus.COMPLETED)
             self._deferred_completion = _StepCompletion(step, output, tokens, finished_at=timezone.now())
@@ -215,6 +234,20 @@ class DjangoRunRecorder:
         else:
             self._complete_step_in_one_statement(step, output=output, tokens=tokens)
         self._count_completed(step, output=output, tokens=tokens)
+
+    def _has_running_tool_calls(self) -> bool:
+        return any(step.kind == "tool_call" for step in self._steps.values())
+
+    def _hold_tool_completion(self, step: Step, *, output: dict[str, Any]) -> None:
+        require_step_transition(step, StepStatus.COMPLETED)
+        now = timezone.now()
+        events = [
+            *take_batched_events(self.run.session_id),
+            PendingEvent(self.run.session_id, self.run.pk, "step.completed", _completed_data(step), now),
+        ]
+        self._held_tool_completion = one_statement.ToolCompletion(
+            step=step, output=redact_tool_arguments(output), finished_at=now, events=events
+        )
 
     def _count_completed(self, step: Step, *, output: dict[str, Any], tokens: dict[str, int]) -> None:
         # The run in memory keeps the totals the database now holds (run_finish announces them).
@@ -261,7 +294,7 @@ class DjangoRunRecorder:
             events=events,
         )
         if not is_completed:
-            raise StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
+            raise _stale(step)
 
     def _store_deferred_completion(self, *, answer: Message | None) -> None:
         """The deferred model-call end with the batch's events, and the answer if one is given."""
@@ -280,7 +313,7 @@ class DjangoRunRecorder:
             events=take_batched_events(self.run.session_id),
         )
         if not is_completed:
-            raise StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
+            raise _stale(step)
         self._count_completed(step, output=completion.output, tokens=completion.tokens)
 
     def _answer_completion(self, answer: Message) -> one_statement.AnswerCompletion:
@@ -301,20 +334,25 @@ class DjangoRunRecorder:
             raise stale_answer(answer)
         self._count_completed(answer.step, output=answer.output, tokens=answer.tokens)
 
-    def _store_held_answer_first(self) -> None:
+    def _store_held_first(self) -> None:
         if self._held_answer is not None:
             held, self._held_answer = self._held_answer, None
             self._store_answer(held)
+        if self._held_tool_completion is not None:
+            completion, self._held_tool_completion = self._held_tool_completion, None
+            if not one_statement.complete_tool_step(completion):
+                raise _stale(completion.step)
 
-    def store_held_answer(self) -> None:
-        """Store the held-back answer now, if there is one: before a write of the run's events
-        that does not go through the recorder, or when the run does not end here."""
-        self._store_held_answer_first()
+    def store_held_writes(self) -> None:
+        """Store what the recorder holds back now: before a write of the run's events that does
+        not go through the recorder, or when the run does not end here."""
+        self._store_held_first()
 
     def take_held_answer(self) -> one_statement.AnswerCompletion | None:
         """The held-back answer, for the run's end to store (PostgreSQL). The run in memory
         counts its tokens from here on, as the end's event reports them."""
         held, self._held_answer = self._held_answer, None
+        self._store_held_first()  # a held tool call's end (the loop recorded its results after it)
         if held is not None:
             self._count_completed(held.step, output=held.output, tokens=held.tokens)
         return held
@@ -326,7 +364,7 @@ class DjangoRunRecorder:
             self._store_deferred_completion(answer=None)
 
     def fail_step(self, step_id: str, *, error: str) -> None:
-        self._store_held_answer_first()
+        self._store_held_first()
         self._store_deferred_completion_first()
         step = self._steps.pop(step_id)
         with transaction.atomic():
@@ -351,7 +389,7 @@ class DjangoRunRecorder:
             else:
                 self._store_answer(answer)
             return
-        self._store_held_answer_first()
+        self._store_held_first()
         if connection.vendor == "postgresql" and self._batch_depth:  # stored at the batch's end
             assert self._unsaved_message is None, "one transcript message per batch"
             self._unsaved_message = self._new_message(message, usage)
@@ -387,7 +425,7 @@ class DjangoRunRecorder:
 
     def record_compaction(self, record: CompactionRecord) -> None:
         """Store the snapshot later runs start their context from (sessions.compaction)."""
-        self._store_held_answer_first()
+        self._store_held_first()
         self._store_deferred_completion_first()
         compaction_snapshot_create(session=self.run.session, run=self.run, record=record)
 
@@ -443,6 +481,10 @@ class _StepCompletion:
     output: dict[str, Any]
     tokens: dict[str, int]
     finished_at: datetime
+
+
+def _stale(step: Step) -> StaleTransition:
+    return StaleTransition(f"step {step.pk} is no longer {step.status} at version {step.version}")
 
 
 def _completed_data(step: Step) -> dict[str, Any]:

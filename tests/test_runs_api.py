@@ -397,9 +397,18 @@ def test_session_list_uses_a_constant_number_of_queries(cast: Cast, bob_api: API
     assert len(five) == len(one)
 
 
+@pytest.mark.parametrize(
+    ("content", "expected_by_vendor"),
+    [
+        ("hello there", {"postgresql": (4, 10), "sqlite": (11, 41)}),
+        # model call → calculator → model call
+        ("What is 12*7?", {"postgresql": (4, 15), "sqlite": (11, 72)}),
+    ],
+    ids=["plain", "one tool call"],
+)
 @pytest.mark.django_db(transaction=True)  # outside a transaction, as a worker runs: no savepoints
-def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
-    cast: Cast, bob_api: APIClient
+def test_posting_and_running_a_message_take_a_fixed_number_of_statements(
+    cast: Cast, bob_api: APIClient, content: str, expected_by_vendor: dict[str, tuple[int, int]]
 ) -> None:
     """The hot path's reads and writes, counted: a change that adds one shows up here.
 
@@ -414,13 +423,12 @@ def test_posting_and_running_a_plain_answer_take_a_fixed_number_of_statements(
     session_id = start_session(bob_api, agent.pk)
 
     with CaptureQueriesContext(connection) as posting:
-        run_id = post_message(bob_api, session_id, "hello there")["run"]["id"]  # type: ignore[index]
+        run_id = post_message(bob_api, session_id, content)["run"]["id"]  # type: ignore[index]
     with CaptureQueriesContext(connection) as running:
         execute_run(str(run_id))
 
     assert Run.objects.get(pk=run_id).status == "completed"
-    expected = {"postgresql": (4, 10), "sqlite": (11, 41)}[connection.vendor]
-    assert (len(posting), len(running)) == expected
+    assert (len(posting), len(running)) == expected_by_vendor[connection.vendor]
 
 
 def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api: APIClient) -> None:

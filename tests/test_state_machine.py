@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.model_clients import ProviderAccess, provider_access
 from agents.models import PlanningMode
-from agents.runtime.types import ChatMessage, ToolCallRequested, Usage
+from agents.runtime.types import ChatMessage, ToolCallRequested, ToolOutcome, Usage
 from memory.models import MemoryStatus
 from sessions import one_statement
 from sessions.approvals import ToolCallGate
@@ -572,7 +572,7 @@ def test_a_held_answer_is_stored_before_the_approval_it_asks_for(cast: Cast) -> 
         max_calls_per_run=8,
         is_owner_run=True,
     )
-    gate = ToolCallGate(run, toolset, before_writing=recorder.store_held_answer)
+    gate = ToolCallGate(run, toolset, before_writing=recorder.store_held_writes)
 
     checks = gate.check([ToolCallRequested(id="c1", name="calculator", arguments={"expression": "1+1"})])
 
@@ -580,6 +580,106 @@ def test_a_held_answer_is_stored_before_the_approval_it_asks_for(cast: Cast) -> 
     answering = ["message.completed", "step.completed", "usage"] if connection.vendor == "postgresql" else []
     assert _types_after(session, seq_before) == [*answering, "approval.required"]
     assert Message.objects.filter(run=run).count() == 1
+
+
+def _a_run_running_tool_calls(
+    cast: Cast, call_ids: list[str]
+) -> tuple[Session, Run, DjangoRunRecorder, list[str]]:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder.holds_answers = True
+    return session, run, recorder, _start_the_tool_calls(recorder, call_ids)
+
+
+def _record_tool_result(recorder: DjangoRunRecorder, step_id: str, call_id: str) -> None:
+    """What ``tool_execution._record_result`` does when a call finishes."""
+    with recorder.batch():
+        recorder.emit("tool.result", {"tool_call_id": call_id, "name": "calculator", "content": "2"})
+        recorder.complete_step(step_id, output={"content": "2", "is_error": False})
+
+
+def _start_the_next_model_call(recorder: DjangoRunRecorder, call_ids: list[str]) -> str:
+    """What the loop does next: the results message joins the transcript with the call's start."""
+    results = ChatMessage(
+        role="user",
+        content=[{"type": "tool_result", "tool_call_id": call_id, "content": "2"} for call_id in call_ids],
+    )
+    with recorder.batch():
+        recorder.append_message(results)
+        step_id = recorder.start_step(kind="model_call", input={})
+        recorder.emit("message.started", {"role": "assistant"})
+    return step_id
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_tool_calls_end_is_stored_with_the_results_and_the_next_model_call(cast: Cast) -> None:
+    session, run, recorder, tool_step_ids = _a_run_running_tool_calls(cast, ["c1", "c2"])
+    seq_before = session_events(session)[-1][0]
+
+    with CaptureQueriesContext(connection) as first_queries:
+        _record_tool_result(recorder, tool_step_ids[0], "c1")
+    with CaptureQueriesContext(connection) as last_queries:
+        _record_tool_result(recorder, tool_step_ids[1], "c2")
+    last_held = Step.objects.filter(pk=tool_step_ids[1]).values_list("status", flat=True).get()
+    with CaptureQueriesContext(connection) as next_queries:
+        model_step_id = _start_the_next_model_call(recorder, ["c1", "c2"])
+
+    # The first call's end is stored at once (the other call still ran); the last one's waits
+    # for the results message and the next call's start: three statements in one round trip.
+    if connection.vendor == "postgresql":
+        assert (len(first_queries), len(last_queries), len(next_queries)) == (1, 0, 3)
+        assert last_held == StepStatus.RUNNING
+    assert list(Step.objects.filter(run=run).order_by("index").values_list("kind", "status")) == [
+        ("tool_call", StepStatus.COMPLETED),
+        ("tool_call", StepStatus.COMPLETED),
+        ("model_call", StepStatus.RUNNING),
+    ]
+    assert str(Step.objects.get(run=run, index=2).pk) == model_step_id
+    assert list(Message.objects.filter(run=run).values_list("role", flat=True)) == ["tool"]
+    assert recorder.completed_tool_result("c2") == ToolOutcome(content="2", is_error=False)
+    assert _types_after(session, seq_before) == [
+        *("tool.result", "step.completed", "tool.result", "step.completed"),
+        *("step.started", "message.started"),
+    ]
+    seqs = [seq for seq, _type, _data in session_events(session)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="tool ends are held back on PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_a_held_tool_end_whose_step_went_stale_stores_no_results_and_no_next_call(cast: Cast) -> None:
+    session, run, recorder, tool_step_ids = _a_run_running_tool_calls(cast, ["c1"])
+    _record_tool_result(recorder, tool_step_ids[0], "c1")
+    Step.objects.filter(pk=tool_step_ids[0]).update(version=F("version") + 1)
+    events_before = session_events(session)
+
+    with pytest.raises(StaleTransition):
+        _start_the_next_model_call(recorder, ["c1"])
+
+    assert list(Step.objects.filter(run=run).values_list("kind", "status")) == [
+        ("tool_call", StepStatus.RUNNING)
+    ]
+    assert not Message.objects.filter(run=run).exists()
+    assert session_events(session) == events_before
+
+
+@pytest.mark.django_db
+def test_a_held_tool_end_is_stored_before_the_runs_end(cast: Cast) -> None:
+    session, run, recorder, tool_step_ids = _a_run_running_tool_calls(cast, ["c1"])
+    _record_tool_result(recorder, tool_step_ids[0], "c1")
+    seq_before = session_events(session)[-1][0]
+
+    run_finish(
+        run, status=S.FAILED, stop_reason="max_steps", is_current=True, answer=recorder.take_held_answer()
+    )
+
+    assert (
+        Step.objects.filter(pk=tool_step_ids[0]).values_list("status", flat=True).get()
+        == StepStatus.COMPLETED
+    )
+    held_types = ["tool.result", "step.completed"] if connection.vendor == "postgresql" else []
+    assert _types_after(session, seq_before) == [*held_types, "run.status", "run.failed"]
 
 
 @pytest.mark.django_db
