@@ -389,11 +389,11 @@ class DjangoRunRecorder:
             else:
                 self._store_answer(answer)
             return
-        self._store_held_first()
         if connection.vendor == "postgresql" and self._batch_depth:  # stored at the batch's end
             assert self._unsaved_message is None, "one transcript message per batch"
             self._unsaved_message = self._new_message(message, usage)
             return
+        self._store_held_first()
         if connection.vendor == "postgresql":  # the message and the batch's events in one statement
             events = take_batched_events(self.run.session_id)
             one_statement.append_message(self._new_message(message, usage), events=events)

@@ -504,20 +504,31 @@ def _start_the_tool_calls(recorder: DjangoRunRecorder, call_ids: list[str]) -> l
     return step_ids
 
 
+@pytest.fixture
+def announced(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The event types of each announcement made by the one-statement writes (PostgreSQL): the
+    events of one announcement were stored by one round trip."""
+    announcements: list[list[str]] = []
+    original = one_statement.announce_on_commit
+
+    def announce(session_id: Any, events: list[Any], sequence_numbers: list[int]) -> None:
+        announcements.append([event.type for event in events])
+        original(session_id, events, sequence_numbers)
+
+    monkeypatch.setattr(one_statement, "announce_on_commit", announce)
+    return announcements
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_held_answer_is_stored_with_the_tool_steps_it_starts(cast: Cast) -> None:
+def test_a_held_answer_is_stored_with_the_tool_steps_it_starts(
+    cast: Cast, announced: list[list[str]]
+) -> None:
     session, run, recorder, step_id = _a_run_holding_its_last_answer(cast)
     held = not Message.objects.filter(run=run).exists()
     seq_before = session_events(session)[-1][0]
-    announced: list[list[str]] = []
-    original_announce = one_statement.announce_on_commit
+    announced.clear()
 
-    def announce(session_id: Any, events: list[Any], sequence_numbers: list[int]) -> None:
-        announced.append([event.type for event in events])
-        original_announce(session_id, events, sequence_numbers)
-
-    with pytest.MonkeyPatch.context() as patch, CaptureQueriesContext(connection) as queries:
-        patch.setattr(one_statement, "announce_on_commit", announce)
+    with CaptureQueriesContext(connection) as queries:
         tool_step_ids = _start_the_tool_calls(recorder, ["c1", "c2"])
 
     answering = ["message.completed", "step.completed", "usage"]
@@ -613,7 +624,9 @@ def _start_the_next_model_call(recorder: DjangoRunRecorder, call_ids: list[str])
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_last_tool_calls_end_is_stored_with_the_results_and_the_next_model_call(cast: Cast) -> None:
+def test_the_last_tool_calls_end_is_stored_with_the_results_and_the_next_model_call(
+    cast: Cast, announced: list[list[str]]
+) -> None:
     session, run, recorder, tool_step_ids = _a_run_running_tool_calls(cast, ["c1", "c2"])
     seq_before = session_events(session)[-1][0]
 
@@ -622,6 +635,7 @@ def test_the_last_tool_calls_end_is_stored_with_the_results_and_the_next_model_c
     with CaptureQueriesContext(connection) as last_queries:
         _record_tool_result(recorder, tool_step_ids[1], "c2")
     last_held = Step.objects.filter(pk=tool_step_ids[1]).values_list("status", flat=True).get()
+    announced.clear()
     with CaptureQueriesContext(connection) as next_queries:
         model_step_id = _start_the_next_model_call(recorder, ["c1", "c2"])
 
@@ -630,6 +644,7 @@ def test_the_last_tool_calls_end_is_stored_with_the_results_and_the_next_model_c
     if connection.vendor == "postgresql":
         assert (len(first_queries), len(last_queries), len(next_queries)) == (1, 0, 3)
         assert last_held == StepStatus.RUNNING
+        assert announced == [["tool.result", "step.completed", "step.started", "message.started"]]
     assert list(Step.objects.filter(run=run).order_by("index").values_list("kind", "status")) == [
         ("tool_call", StepStatus.COMPLETED),
         ("tool_call", StepStatus.COMPLETED),
