@@ -189,7 +189,8 @@ def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent])
 NUMBERED_EVENTS_INSERT = (
     f" INSERT INTO {RunEvent._meta.db_table} (session_id, run_id, seq, type, data, created_at)"  # noqa: S608
     " SELECT %s, e.run_id, numbered.last_event_seq - %s + e.number, e.type, e.data, e.created_at"
-    " FROM numbered, unnest(%s::uuid[], %s::text[], %s::jsonb[], %s::timestamptz[])"
+    " FROM numbered, ROWS FROM (jsonb_to_recordset(%s::jsonb)"
+    "  AS (run_id uuid, type text, data jsonb, created_at timestamptz))"
     " WITH ORDINALITY AS e(run_id, type, data, created_at, number)"
     " RETURNING seq"
 )
@@ -199,10 +200,20 @@ def numbered_insert_params(session_id: UUID, events: list[PendingEvent]) -> list
     return [
         session_id,
         len(events),
-        [event.run_id for event in events],
-        [event.type for event in events],
-        [json.dumps(event.data, cls=DjangoJSONEncoder) for event in events],
-        [event.created_at for event in events],
+        # One JSON document, not four arrays: psycopg quotes an array's every element in Python.
+        json.dumps(
+            [
+                # The timestamp in full: DjangoJSONEncoder would cut it to milliseconds.
+                {
+                    "run_id": event.run_id,
+                    "type": event.type,
+                    "data": event.data,
+                    "created_at": event.created_at.isoformat(),
+                }
+                for event in events
+            ],
+            cls=DjangoJSONEncoder,
+        ),
     ]
 
 

@@ -2,6 +2,7 @@
 
 import threading
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -970,6 +971,33 @@ def test_batched_events_are_stored_together_at_the_end_of_the_block_in_order(cas
     # PostgreSQL: numbering and insert are one statement; SQLite: the counter update, one insert.
     expected_statements = 1 if connection.vendor == "postgresql" else 2
     assert len(queries) - stored_inside == expected_statements
+
+
+@pytest.mark.django_db
+def test_stored_events_keep_their_time_to_the_microsecond_and_their_data_as_given(
+    cast: Cast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    moment = datetime(2026, 11, 26, 12, 0, 0, 123456, tzinfo=UTC)
+    monkeypatch.setattr("sessions.events.timezone.now", lambda: moment)
+    tricky = {
+        "text": 'quotes " and \\ backslashes, {braces}, ünïcode ✓',
+        "nested": [{"n": 1.5, "none": None}],
+    }
+
+    with events_batched():
+        emit_event(session_id=session.pk, run_id=run.pk, event_type="text.delta", data=tricky)
+        emit_event(session_id=session.pk, run_id=None, event_type="usage", data={})
+
+    assert list(
+        RunEvent.objects.filter(session=session)
+        .order_by("seq")
+        .values_list("run_id", "type", "data", "created_at")
+    ) == [
+        (run.pk, "text.delta", tricky, moment),
+        (None, "usage", {}, moment),
+    ]
 
 
 @pytest.mark.django_db
