@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 # How often the loop's thread wakes while tools run, to notice stop requests and timeouts.
 POLL_SECONDS = 0.05
+# Thread pools of finished batches kept for the next batches (per process).
+IDLE_TOOL_POOLS = 8
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,38 @@ class _RunningCall:
     timeout_seconds: float
     control: _CallControl
     future: Future[ToolOutcome]
+
+
+class ToolThreads:
+    """Thread pools for tool batches, each lent to one batch at a time.
+
+    Starting a thread costs more than a quick tool's whole call, so the pool of a batch whose
+    calls all returned is kept for the next batch of the same width. A batch that gave up on a
+    call (a timeout, a stop) does not give its pool back: that call's thread may never return.
+    """
+
+    def __init__(self, keep: int = IDLE_TOOL_POOLS) -> None:
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._idle: list[tuple[int, ThreadPoolExecutor]] = []
+
+    def lend(self, width: int) -> ThreadPoolExecutor:
+        with self._lock:
+            for index in range(len(self._idle) - 1, -1, -1):  # the most recently returned first
+                if self._idle[index][0] == width:
+                    return self._idle.pop(index)[1]
+        return ThreadPoolExecutor(max_workers=width, thread_name_prefix="agentry-tool")
+
+    def give_back(self, width: int, executor: ThreadPoolExecutor, *, all_returned: bool) -> None:
+        with self._lock:
+            if all_returned and len(self._idle) < self._keep:
+                self._idle.append((width, executor))
+                return
+        # An abandoned or timed-out tool thread cannot be killed: do not wait for it.
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+tool_threads = ToolThreads()
 
 
 def tool_calls_in(content: list[ContentBlock]) -> list[ToolCallRequested]:
@@ -85,18 +119,19 @@ def run_tool_calls(
         return ToolBatch(outcomes=outcomes, stop_reason=None)
     if stop.check():
         return ToolBatch(outcomes=outcomes, stop_reason=stop.reason)
-    executor = ThreadPoolExecutor(
-        max_workers=max(1, min(max_parallel, len(fresh_calls))), thread_name_prefix="agentry-tool"
-    )
+    width = max(1, min(max_parallel, len(fresh_calls)))
+    executor = tool_threads.lend(width)
+    submitted: list[Future[ToolOutcome]] = []
     try:
         with recorder.batch():
             running = [
                 _submit(call, executor, tools=tools, recorder=recorder, stop=stop) for call in fresh_calls
             ]
+        submitted = [item.future for item in running]
         _collect(running, recorder=recorder, stop=stop, outcomes=outcomes)
     finally:
-        # A timed-out or abandoned tool thread cannot be killed: do not wait for it.
-        executor.shutdown(wait=False, cancel_futures=True)
+        all_returned = bool(submitted) and all(future.done() for future in submitted)
+        tool_threads.give_back(width, executor, all_returned=all_returned)
     return ToolBatch(outcomes=outcomes, stop_reason=stop.reason)
 
 

@@ -463,6 +463,51 @@ def test_a_tool_that_outlives_its_timeout_becomes_an_error_result() -> None:
     ]
 
 
+def _thread_noting_tool(threads: list[threading.Thread]) -> tuple[str, ToolEntry]:
+    def where() -> str:
+        threads.append(threading.current_thread())
+        return "here"
+
+    return tool("where", where)
+
+
+def test_the_next_batch_runs_on_the_threads_of_a_batch_whose_calls_all_returned() -> None:
+    threads: list[threading.Thread] = []
+    tools = StaticToolProvider(dict([_thread_noting_tool(threads)]))
+    model = ScriptedModel(
+        [tool_turn(("call-1", "where", {})), tool_turn(("call-2", "where", {})), text_turn("Done.")]
+    )
+
+    result = run(model, tools, InMemoryRecorder())
+
+    assert result.stop_reason == "end_turn"
+    assert len(threads) == 2
+    assert threads[0] is threads[1]  # no thread was started for the second batch
+
+
+def test_a_batch_that_gave_up_on_a_call_leaves_its_thread_to_it() -> None:
+    release = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def slow() -> str:
+        threads.append(threading.current_thread())
+        return "late" if release.wait(5) else "never"
+
+    tools = StaticToolProvider(dict([tool("slow", slow, timeout=0.1), _thread_noting_tool(threads)]))
+    model = ScriptedModel(
+        [tool_turn(("call-1", "slow", {})), tool_turn(("call-2", "where", {})), text_turn("Done.")]
+    )
+
+    result = run(model, tools, InMemoryRecorder())
+    still_waiting = threads[0].is_alive()
+    release.set()
+
+    assert result.stop_reason == "end_turn"
+    assert still_waiting
+    assert len(threads) == 2
+    assert threads[0] is not threads[1]  # the timed-out call still held its thread
+
+
 def test_reaching_max_model_calls_stops_with_max_steps() -> None:
     model = ScriptedModel(
         [tool_turn((f"call-{index}", "calculator", {"expression": "1+1"})) for index in range(3)]
