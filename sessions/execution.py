@@ -29,7 +29,7 @@ from sessions import one_statement
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
 from sessions.events import PendingEvent, emit_event, events_batched
-from sessions.lane import new_lease_owner, run_claim
+from sessions.lane import ClaimHint, new_lease_owner, run_claim
 from sessions.models import Message, Run, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
@@ -62,10 +62,10 @@ LOOP_OUTCOMES: dict[str, tuple[str, str]] = {
 }
 
 
-def run_execute(*, run_id: UUID) -> Run | None:
+def run_execute(*, run_id: UUID, claim_hint: ClaimHint | None = None) -> Run | None:
     """Execute the run if it can be claimed; returns it, or None when it was not claimed."""
     owner = new_lease_owner()
-    run = run_claim(run_id=run_id, owner=owner)
+    run = run_claim(run_id=run_id, owner=owner, hint=claim_hint)
     if run is None:
         return None
     try:

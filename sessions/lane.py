@@ -20,7 +20,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
-from core.prepared import transaction_in_round_trips
+from core.prepared import transaction_in_round_trips, write_in_one_transaction
 from core.rows import column_count, column_list, instance_from_row
 from memory.models import Memory, MemoryStatus
 from sessions.compaction import transcript_from_rows, transcript_statement
@@ -72,7 +72,69 @@ def next_runnable_run_id(session_id: UUID) -> UUID | None:
     return first[0]
 
 
-def run_claim(*, run_id: UUID, owner: str) -> Run | None:
+@dataclass(frozen=True)
+class ClaimHint:
+    """What the poster knows of a run it queued on an idle lane, sent with the run's task: a
+    top-level run that executes at once. With it the worker claims the run in one round trip
+    instead of reading it first (PostgreSQL); the claim checks every value against the row,
+    and a run that does not match is claimed the usual way."""
+
+    session_id: UUID
+    tenant_id: UUID
+    agent_id: UUID
+    user_message_id: UUID
+    attempt: int
+    assigned_tool_ids: list[str]
+
+    def as_task_argument(self) -> dict[str, Any]:
+        return {
+            "session_id": str(self.session_id),
+            "tenant_id": str(self.tenant_id),
+            "agent_id": str(self.agent_id),
+            "user_message_id": str(self.user_message_id),
+            "attempt": self.attempt,
+            "assigned_tool_ids": list(self.assigned_tool_ids),
+        }
+
+    @classmethod
+    def from_task_argument(cls, argument: dict[str, Any]) -> "ClaimHint | None":
+        """None for anything malformed (a task queued by another version): the usual claim runs."""
+        try:
+            return cls(
+                session_id=UUID(argument["session_id"]),
+                tenant_id=UUID(argument["tenant_id"]),
+                agent_id=UUID(argument["agent_id"]),
+                user_message_id=UUID(argument["user_message_id"]),
+                attempt=int(argument["attempt"]),
+                assigned_tool_ids=[str(tool_id) for tool_id in argument["assigned_tool_ids"]],
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def claim_hint_for(run: Run) -> ClaimHint | None:
+    """The hint for a freshly queued run, or None when the run is not one the hint describes."""
+    if (
+        run.parent_run_id is not None
+        or plans_first(run)
+        or run.agent_id is None
+        or run.user_message_id is None
+    ):
+        return None
+    assigned = (run.agent_config.get("tool_policy") or {}).get("assigned_tool_ids")
+    if not isinstance(assigned, list):
+        return None
+    return ClaimHint(
+        session_id=run.session_id,
+        tenant_id=run.tenant_id,
+        agent_id=run.agent_id,
+        user_message_id=run.user_message_id,
+        attempt=run.attempt,
+        assigned_tool_ids=[str(tool_id) for tool_id in assigned],
+    )
+
+
+def run_claim(*, run_id: UUID, owner: str, hint: ClaimHint | None = None) -> Run | None:
     """Take the run with a lease, if it is next in its lane: queued → planning, and on to
     executing unless it plans first (``plans_first``), in one transaction.
 
@@ -80,11 +142,11 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     an older run waits: the lane dispatches those in turn.
     """
     if connection.vendor == "postgresql":
-        return _claim_checking_the_connection(run_id=run_id, owner=owner)
+        return _claim_checking_the_connection(run_id=run_id, owner=owner, hint=hint)
     return _claim_with_orm(run_id=run_id, owner=owner)
 
 
-def _claim_checking_the_connection(*, run_id: UUID, owner: str) -> Run | None:
+def _claim_checking_the_connection(*, run_id: UUID, owner: str, hint: ClaimHint | None) -> Run | None:
     """The claim, with its own first statement as the connection's health check.
 
     A worker's connection idles between tasks, so Django checks it (``CONN_HEALTH_CHECKS``)
@@ -95,14 +157,14 @@ def _claim_checking_the_connection(*, run_id: UUID, owner: str) -> Run | None:
     """
     checks: Any = connection  # health_check_* are missing from django-stubs
     if checks.connection is None or not checks.health_check_enabled or checks.health_check_done:
-        return _claim_in_sql(run_id=run_id, owner=owner)
+        return _claim_in_sql(run_id=run_id, owner=owner, hint=hint)
     checks.health_check_done = True
     try:
-        return _claim_in_sql(run_id=run_id, owner=owner)
+        return _claim_in_sql(run_id=run_id, owner=owner, hint=hint)
     except (OperationalError, InterfaceError):
         logger.info("the database connection was gone; claiming run %s on a new one", run_id)
         connection.close()
-        return _claim_in_sql(run_id=run_id, owner=owner)
+        return _claim_in_sql(run_id=run_id, owner=owner, hint=hint)
 
 
 def _claim_with_orm(*, run_id: UUID, owner: str) -> Run | None:
@@ -155,15 +217,36 @@ _READ_RUN_AND_LANE_HEAD = (
 )
 # Under the session's lock, one statement starts the run (if it is still queued at the version
 # read), gives the user message the next position if it has none, and stores the start events.
-_START_RUN_PLACE_MESSAGE_STORE_EVENTS = (
+_START_RUN = (
     f"WITH started AS (UPDATE {_RUNS} SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
     " lease_expires_at = %s, started_at = COALESCE(started_at, %s), attempt = GREATEST(attempt, 1)"
     " WHERE id = %s AND status = 'queued' AND version = %s RETURNING id),"
-    f" numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + %s,"
+)
+_PLACE_MESSAGE_STORE_EVENTS = (
+    f" numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + %s,"  # noqa: S608
     " last_event_seq = last_event_seq + %s WHERE id = %s AND EXISTS (SELECT 1 FROM started)"
     " RETURNING last_message_position, last_event_seq),"
     f" placed AS (UPDATE {Message._meta.db_table} SET position = numbered.last_message_position"
     " FROM numbered WHERE id = %s AND position IS NULL RETURNING id)" + NUMBERED_EVENTS_INSERT
+)
+_START_RUN_PLACE_MESSAGE_STORE_EVENTS = _START_RUN + _PLACE_MESSAGE_STORE_EVENTS
+# With a ClaimHint, no read comes first: the start checks what the read would have (the run is
+# what the hint says, still queued, its message unplaced, and the head of its lane, as
+# _READ_RUN_AND_LANE_HEAD orders it). As its own statement after the lock, it sees what the lock
+# waited for.
+_START_HINTED_RUN = (
+    f"WITH started AS (UPDATE {_RUNS} r SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
+    " lease_expires_at = %s, started_at = COALESCE(started_at, %s), attempt = GREATEST(attempt, 1)"
+    " WHERE id = %s AND status = 'queued' AND parent_run_id IS NULL AND session_id = %s"
+    " AND tenant_id = %s AND agent_id = %s AND user_message_id = %s AND attempt = %s"
+    " AND COALESCE(agent_config->>'planning_mode', 'direct') = 'direct'"
+    " AND agent_config->'tool_policy'->'assigned_tool_ids' = %s::jsonb"
+    f" AND EXISTS (SELECT 1 FROM {Message._meta.db_table} m WHERE m.id = r.user_message_id"
+    "  AND m.position IS NULL)"
+    f" AND id = (SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"
+    "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
+    "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1)"
+    " RETURNING id),"
 )
 
 
@@ -178,11 +261,64 @@ class _ClaimedRun:
     reads_session_transcript: bool
 
 
-def _claim_in_sql(*, run_id: UUID, owner: str) -> Run | None:
+def _claim_in_sql(*, run_id: UUID, owner: str, hint: ClaimHint | None) -> Run | None:
+    run_id = UUID(str(run_id))
+    if hint is not None:
+        claimed_run = _claim_hinted_in_one_round_trip(run_id=run_id, owner=owner, hint=hint)
+        if claimed_run is not None:
+            return claimed_run
+        # Not as the hint said, not next in its lane, or no longer queued: nothing was written.
+    return _claim_reading_first(run_id=run_id, owner=owner)
+
+
+def _lane_statuses() -> list[str]:
+    return [str(status) for status in (RunStatus.QUEUED, *ACTIVE_RUN_STATUSES)]
+
+
+def _claim_hinted_in_one_round_trip(*, run_id: UUID, owner: str, hint: ClaimHint) -> Run | None:
+    """``BEGIN``, the lock, the checked start, the run's first reads and ``COMMIT`` in one round
+    trip; None (nothing written) when the start's checks fail."""
+    run = Run(
+        id=run_id,
+        session_id=hint.session_id,
+        agent_id=hint.agent_id,
+        user_message_id=hint.user_message_id,
+        agent_config={"planning_mode": "direct"},
+        attempt=max(hint.attempt, 1),  # as the start sets it
+    )
+    path: list[str] = [RunStatus.PLANNING, RunStatus.EXECUTING]
+    now = timezone.now()
+    events = _start_events(run, path, at=now)
+    start = (
+        _START_HINTED_RUN + _PLACE_MESSAGE_STORE_EVENTS,
+        [
+            *(path[-1], len(path), owner, lease_expiry(), now, run_id, hint.session_id, hint.tenant_id),
+            *(hint.agent_id, hint.user_message_id, hint.attempt, json.dumps(hint.assigned_tool_ids)),
+            _lane_statuses(),
+            *(1, len(events), hint.session_id, hint.user_message_id),
+            *numbered_insert_params(hint.session_id, events),
+        ],
+    )
+    claimed = _ClaimedRun(
+        session_id=hint.session_id,
+        tenant_id=hint.tenant_id,
+        assigned_tool_ids=set(hint.assigned_tool_ids),
+        reads_session_transcript=True,
+    )
+    _locked, started, *loaded = write_in_one_transaction(
+        [(_LOCK_SESSION_OF_RUN, [run_id]), start, *_claimed_run_statements(run_id, claimed)]
+    )
+    sequence_numbers = [seq for (seq,) in started]
+    if not sequence_numbers:
+        return None
+    announce_on_commit(hint.session_id, events, sequence_numbers)
+    return _claimed_run_from_rows(loaded, claimed)
+
+
+def _claim_reading_first(*, run_id: UUID, owner: str) -> Run | None:
     """The claim in two round trips: ``BEGIN``, the lock and the read; then the start, the run's
     first reads (``_claimed_run_statements``) and ``COMMIT``. The start's events are announced after."""
-    run_id = UUID(str(run_id))
-    lane_statuses = [RunStatus.QUEUED, *ACTIVE_RUN_STATUSES]
+    lane_statuses = _lane_statuses()
     with transaction_in_round_trips() as round_trips:
         # Locking the session row keeps two workers from starting two runs of one lane. The read
         # goes out with the lock (and BEGIN) in one round trip, but the server runs it after the
@@ -190,7 +326,7 @@ def _claim_in_sql(*, run_id: UUID, owner: str) -> Run | None:
         locked, read = round_trips.run(
             [
                 (_LOCK_SESSION_OF_RUN, [run_id]),
-                (_READ_RUN_AND_LANE_HEAD, [[str(status) for status in lane_statuses], run_id]),
+                (_READ_RUN_AND_LANE_HEAD, [lane_statuses, run_id]),
             ]
         )
         if not locked or not read:

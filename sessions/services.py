@@ -295,7 +295,7 @@ def _queued_data(run: Run) -> dict[str, str]:
 
 def _enqueue_on_commit(run: Run, *, lane_is_idle: bool) -> None:
     if lane_is_idle:
-        enqueue_run_on_commit(run_id=run.pk)  # no lane to consult: skip the dispatch's reads
+        enqueue_run_on_commit(run=run)  # no lane to consult: skip the dispatch's reads
     else:
         dispatch_on_commit(session_id=run.session_id)
 

@@ -4,6 +4,7 @@
 """
 
 from functools import lru_cache
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
@@ -11,13 +12,18 @@ from django_q.brokers import Broker, get_broker
 from django_q.tasks import async_task
 
 from sessions.execution import run_execute
-from sessions.lane import runs_to_dispatch
+from sessions.lane import ClaimHint, claim_hint_for, runs_to_dispatch
+from sessions.models import Run
 from sessions.planning.delivery import parent_resume_when_children_done
 
 
-def execute_run(run_id: str) -> None:
-    """Run one agent run to its end. Idempotent: a run that is not queued is left alone."""
-    run = run_execute(run_id=UUID(run_id))
+def execute_run(run_id: str, claim_hint: dict[str, Any] | None = None) -> None:
+    """Run one agent run to its end. Idempotent: a run that is not queued is left alone.
+
+    ``claim_hint``: what the poster knew of the run (``ClaimHint``), for a claim in one round trip.
+    """
+    hint = ClaimHint.from_task_argument(claim_hint) if claim_hint is not None else None
+    run = run_execute(run_id=UUID(run_id), claim_hint=hint)
     if run is None:
         return
     if run.parent_run_id is not None:
@@ -41,9 +47,12 @@ def _broker() -> Broker:
     return get_broker()
 
 
-def enqueue_run_on_commit(*, run_id: UUID) -> None:
+def enqueue_run_on_commit(*, run: Run) -> None:
+    """The run's task, once the transaction that queued it commits (on an idle lane: no dispatch)."""
+    hint = claim_hint_for(run)
+    arguments = (str(run.pk),) if hint is None else (str(run.pk), hint.as_task_argument())
     transaction.on_commit(
-        lambda: async_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=_broker())
+        lambda: async_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=_broker())
     )
 
 

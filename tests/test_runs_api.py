@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from agents.models import Agent
 from sessions.compaction import session_transcript
 from sessions.execution import transcript_for
-from sessions.lane import run_claim
+from sessions.lane import claim_hint_for, run_claim
 from sessions.models import Message, Run, RunEvent, Session, Step
 from sessions.selectors import LaneState, session_get_for_posting
 from sessions.services import _store_message_and_run_in_one_statement, _store_message_and_run_with_orm
@@ -431,6 +431,26 @@ def test_posting_and_running_a_message_take_a_fixed_number_of_statements(
     assert (len(posting), len(running)) == expected_by_vendor[connection.vendor]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_post_to_an_idle_lane_sends_the_claim_hint_with_the_runs_task(
+    cast: Cast, bob_api: APIClient
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    session_id = start_session(bob_api, agent.pk)
+
+    with patch("sessions.tasks.async_task") as enqueue:
+        run_id = post_message(bob_api, session_id, "hello there")["run"]["id"]  # type: ignore[index]
+
+    run = Run.objects.get(pk=run_id)
+    hint = claim_hint_for(run)
+    assert hint is not None
+    assert hint.session_id == run.session_id and hint.user_message_id == run.user_message_id
+    assert enqueue.call_count == 1
+    assert enqueue.call_args.args == (execute_run, str(run.pk), hint.as_task_argument())
+    execute_run(*enqueue.call_args.args[1:])
+    assert Run.objects.filter(pk=run_id).values_list("status", flat=True).get() == "completed"
+
+
 def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api: APIClient) -> None:
     """``session_get_for_posting`` is hand-written SQL: its objects and lane must be the ORM's."""
     agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
@@ -489,7 +509,7 @@ def test_posting_in_one_statement_writes_what_the_orm_writes(cast: Cast, bob_api
         lane = session.lane_state
         with patch("sessions.services.enqueue_run_on_commit") as enqueue:
             message, run = store(actor=actor, session=session, content="  hello there ", lane=lane, **extra)
-        assert enqueue.call_args.kwargs == {"run_id": run.pk}
+        assert enqueue.call_args.kwargs == {"run": run}
         stored_message, stored_run = Message.objects.get(pk=message.pk), Run.objects.get(pk=run.pk)
         assert (field_values(stored_message), field_values(stored_run)) == (
             field_values(message),

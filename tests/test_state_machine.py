@@ -2,6 +2,7 @@
 
 import threading
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ from sessions import one_statement
 from sessions.approvals import ToolCallGate
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.execution import run_finish
-from sessions.lane import new_lease_owner, run_claim
+from sessions.lane import ClaimHint, claim_hint_for, new_lease_owner, run_claim
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import (
@@ -921,6 +922,110 @@ def test_a_claimed_run_knows_its_step_count_and_whether_its_agent_has_memories(
     prefetched = claimed.prefetched
     assert (prefetched.step_count, prefetched.agent_has_active_memories) == (1, has_memories)
     assert DjangoRunRecorder(claimed, lease_owner="worker-1", deadline=None)._next_step_index == 1
+
+
+def _posted_run(session: Session, **fields: Any) -> Run:
+    """A run as a post queues it: with its unplaced message and the agent's tool policy."""
+    message = Message.objects.create(
+        tenant=session.tenant, session=session, role="user", content=[{"type": "text", "text": "hi"}]
+    )
+    tool_policy = {"assigned_tool_ids": sorted(str(uuid.uuid4()) for _ in range(2))}
+    return make_run(session, user_message=message, agent_config={"tool_policy": tool_policy}, **fields)
+
+
+def _claim_outcome(session: Session, run: Run) -> tuple[Any, ...]:
+    stored = Run.objects.get(pk=run.pk)
+    # Each session has an agent of its own: its id is named, not compared.
+    events = [
+        (event_type, {**data, "agent_id": "<agent>"} if "agent_id" in data else data)
+        for _seq, event_type, data in session_events(session)
+    ]
+    position = Message.objects.filter(pk=run.user_message_id).values_list("position", flat=True).get()
+    return stored.status, stored.version, stored.attempt, stored.lease_owner, position, events
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_with_the_posters_hint_starts_the_run_as_the_usual_claim_in_one_statement_less(
+    cast: Cast,
+) -> None:
+    outcomes, counts, claimed_runs = [], [], []
+    for use_hint in (False, True):
+        session = make_session(cast)
+        run = _posted_run(session)
+        hint = claim_hint_for(run)
+        with CaptureQueriesContext(connection) as queries:
+            claimed = run_claim(run_id=run.pk, owner="worker-1", hint=hint if use_hint else None)
+        assert claimed is not None
+        outcomes.append(_claim_outcome(session, run))
+        counts.append(len(queries))
+        expected = Run.objects.select_related("tenant", "session", "user_message").get(pk=run.pk)
+        claimed_runs.append(field_values(claimed) == field_values(expected))
+
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[1][:5] == (S.EXECUTING, 2, 1, "worker-1", 1)
+    assert claimed_runs == [True, True]
+    if connection.vendor == "postgresql":  # the read is checked by the start instead
+        assert counts[1] == counts[0] - 1
+
+
+@pytest.mark.parametrize(
+    "mismatch",
+    [
+        {"agent_id": uuid.uuid4()},
+        {"attempt": 3},
+        {"assigned_tool_ids": []},
+        {"user_message_id": uuid.uuid4()},
+    ],
+    ids=["agent", "attempt", "tools", "message"],
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_hint_that_does_not_match_the_run_leaves_the_claim_to_the_usual_way(
+    cast: Cast, mismatch: dict[str, Any]
+) -> None:
+    session = make_session(cast)
+    run = _posted_run(session)
+    hint = claim_hint_for(run)
+    assert hint is not None
+    wrong = replace(hint, **mismatch)
+
+    claimed = run_claim(run_id=run.pk, owner="worker-1", hint=wrong)
+
+    assert claimed is not None
+    status, _version, attempt, owner, position, events = _claim_outcome(session, run)
+    assert (status, attempt, owner, position) == (S.EXECUTING, 1, "worker-1", 1)
+    assert [event_type for event_type, _data in events] == ["run.status", "run.started", "run.status"]
+    assert events[1][1] == {"attempt": 1, "agent_id": "<agent>"}
+    assert RunEvent.objects.get(session=session, type="run.started").data["agent_id"] == str(run.agent_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hinted_run_behind_an_older_queued_run_is_left_queued(cast: Cast) -> None:
+    session = make_session(cast)
+    older = _posted_run(session)
+    newer = _posted_run(session)
+
+    claimed = run_claim(run_id=newer.pk, owner="worker-1", hint=claim_hint_for(newer))
+
+    assert claimed is None
+    assert list(Run.objects.filter(pk__in=[older.pk, newer.pk]).values_list("status", flat=True)) == [
+        S.QUEUED,
+        S.QUEUED,
+    ]
+    assert session_events(session) == []
+
+
+@pytest.mark.django_db
+def test_a_claim_hint_travels_as_a_task_argument_and_only_for_runs_it_describes(cast: Cast) -> None:
+    session = make_session(cast)
+    run = _posted_run(session)
+    hint = claim_hint_for(run)
+
+    assert hint is not None
+    assert ClaimHint.from_task_argument(hint.as_task_argument()) == hint
+    assert ClaimHint.from_task_argument({"session_id": "not a uuid"}) is None
+    assert claim_hint_for(_posted_run(session, parent_run=run)) is None
+    planning = make_session(cast, planning_mode=PlanningMode.AUTO)
+    assert claim_hint_for(_posted_run(planning)) is None
 
 
 @pytest.mark.django_db
