@@ -160,11 +160,7 @@ def complete_tool_step_append_message_and_insert_steps(
         ]
     )
     completed, stored = bool(completed_rows), bool(appended_rows) and bool(inserted_rows)
-    stored_events = (completion.events if completed else []) + (events if stored else [])
-    if stored_events:
-        announce_on_commit(
-            step.run.session_id, stored_events, [seq for (seq,) in completed_rows + inserted_rows]
-        )
+    _announce_together(step.run.session_id, [(completed_rows, completion.events), (inserted_rows, events)])
     if stored:
         _mark_saved(steps)
     return completed, stored
@@ -235,12 +231,8 @@ def store_answer_and_finish_run(
         after_completing=answer.step,
     )
     answer_rows, finish_rows = write_in_one_transaction([_answer_statement(answer), finish_statement])
-    answer_stored, run_finished = bool(answer_rows), bool(finish_rows)
-    # One announcement for both: as two, the run's end waited behind the answer's on the channel layer.
-    stored_events = (answer.events if answer_stored else []) + (events if run_finished else [])
-    if stored_events:
-        announce_on_commit(run.session_id, stored_events, [seq for (seq,) in answer_rows + finish_rows])
-    return answer_stored, run_finished
+    _announce_together(run.session_id, [(answer_rows, answer.events), (finish_rows, events)])
+    return bool(answer_rows), bool(finish_rows)
 
 
 def _completion_params(
@@ -337,15 +329,10 @@ def store_answer_and_insert_steps(
             _insert_steps_statement(steps, events=events, after_completing=answer.step),
         ]
     )
-    answer_stored, steps_inserted = bool(answer_rows), bool(step_rows)
-    stored_events = (answer.events if answer_stored else []) + (events if steps_inserted else [])
-    if stored_events:
-        announce_on_commit(
-            answer.step.run.session_id, stored_events, [seq for (seq,) in answer_rows + step_rows]
-        )
-    if steps_inserted:
+    _announce_together(answer.step.run.session_id, [(answer_rows, answer.events), (step_rows, events)])
+    if step_rows:
         _mark_saved(steps)
-    return answer_stored, steps_inserted
+    return bool(answer_rows), bool(step_rows)
 
 
 def _insert_steps_statement(
@@ -443,6 +430,18 @@ def _execute_with_events(
     statement: str, params: list[Any], session_id: Any, events: list[PendingEvent]
 ) -> bool:
     return _announce(rows_of(statement, params), session_id, events)
+
+
+def _announce_together(
+    session_id: Any, written: list[tuple[list[tuple[Any, ...]], list[PendingEvent]]]
+) -> None:
+    """Statements committed together, each with the numbers of the events it stored (none if it
+    wrote nothing): their events go out as one announcement. As several, a later one (the run's
+    end) waited behind an earlier one's round trip on the channel layer."""
+    stored = [(rows, events) for rows, events in written if rows]
+    if stored:
+        events = [event for _rows, batch in stored for event in batch]
+        announce_on_commit(session_id, events, [seq for rows, _batch in stored for (seq,) in rows])
 
 
 def _announce(rows: list[tuple[Any, ...]], session_id: Any, events: list[PendingEvent]) -> bool:
