@@ -114,7 +114,7 @@ def _run_loop(
         history = with_added_user_text(history, synthesis_context)
     tools: ToolProvider = DjangoToolProvider(toolset, tool_context_for(run)) if is_tool_use else NO_TOOLS
     subagents = _subagent_spawner(run, toolset)
-    recorder.holds_answers = True  # stored with what follows them: tool steps, or the run's end below
+    recorder.holds_writes = True  # answers and tool ends go with what follows them (the last: the end)
     result = run_agent_loop(
         config=config,
         history=history,

@@ -79,7 +79,7 @@ class DjangoRunRecorder:
         # PostgreSQL: a model call's end, stored with the answer the same batch appends (one
         # statement instead of two), else at the batch's end. Never alongside unsaved steps.
         self._deferred_completion: _StepCompletion | None = None
-        # PostgreSQL, once the run's executor sets ``holds_answers``, two writes wait for what
+        # PostgreSQL, once the run's executor sets ``holds_writes``, two writes wait for what
         # follows them, to be stored with it in one round trip and one commit:
         # - a model call's end and its answer: with the tool steps the answer starts (a batch's
         #   end), or with the run's end when the answer ends the loop (``take_held_answer``);
@@ -88,7 +88,7 @@ class DjangoRunRecorder:
         #   not kept from watchers while other calls run.
         # Anything else the recorder writes first stores them before it, and so must any other
         # writer of the run's events (``store_held_writes``).
-        self.holds_answers = False
+        self.holds_writes = False
         self._held_answer: one_statement.AnswerCompletion | None = None
         self._held_tool_completion: one_statement.ToolCompletion | None = None
 
@@ -99,7 +99,7 @@ class DjangoRunRecorder:
             try:
                 yield
             except BaseException:
-                self._save_held_answer_after_failure()
+                self._save_held_writes_after_failure()
                 self._save_message_after_failure()
                 self._save_steps_after_failure()  # the batch's stored events name these steps
                 self._save_completion_after_failure()
@@ -157,11 +157,11 @@ class DjangoRunRecorder:
         if not completed:  # nothing was written: the message and steps were conditional on it
             raise _stale(held.step)
 
-    def _save_held_answer_after_failure(self) -> None:
+    def _save_held_writes_after_failure(self) -> None:
         try:
             self._store_held_first()
         except (DatabaseError, StaleTransition):
-            logger.warning("could not store the held answer of a failed batch", exc_info=True)
+            logger.warning("could not store what a failed batch held back", exc_info=True)
 
     def _save_message_after_failure(self) -> None:
         message, self._unsaved_message = self._unsaved_message, None
@@ -224,7 +224,7 @@ class DjangoRunRecorder:
         tokens = _usage_fields(usage)
         if connection.vendor != "postgresql":
             self._complete_step_with_orm(step, output=output, tokens=tokens)
-        elif self.holds_answers and step.kind == "tool_call" and not self._has_running_tool_calls():
+        elif self.holds_writes and step.kind == "tool_call" and not self._has_running_tool_calls():
             self._hold_tool_completion(step, output=output)
         elif self._batch_depth and step.kind == "model_call" and not self._unsaved_steps:
             require_step_transition(step, StepStatus.COMPLETED)
@@ -384,7 +384,7 @@ class DjangoRunRecorder:
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         if self._deferred_completion is not None:  # PostgreSQL: the answer of the call ending in this batch
             answer = self._answer_completion(self._new_message(message, usage))
-            if self.holds_answers:
+            if self.holds_writes:
                 self._held_answer = answer
             else:
                 self._store_answer(answer)

@@ -420,7 +420,7 @@ def _a_run_holding_its_last_answer(cast: Cast) -> tuple[Session, Run, DjangoRunR
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
     recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
-    recorder.holds_answers = True
+    recorder.holds_writes = True
     with recorder.batch():
         step_id = recorder.start_step(kind="model_call", input={})
     _answer_in_one_batch(recorder, step_id, Usage(input_tokens=5, output_tokens=2))
@@ -601,7 +601,7 @@ def _a_run_running_tool_calls(
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
     recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
-    recorder.holds_answers = True
+    recorder.holds_writes = True
     return session, run, recorder, _start_the_tool_calls(recorder, call_ids)
 
 
