@@ -203,25 +203,30 @@ _LOCK_SESSION_OF_RUN = (
     f"SELECT s.id FROM {_SESSIONS} s JOIN {_RUNS} r ON r.session_id = s.id"  # noqa: S608
     " WHERE r.id = %s FOR UPDATE OF s"
 )
-# After the lock (a new snapshot): the run, and the head of its lane in next_runnable_run_id's
-# order — an active run sorts first, else the oldest queued one.
+# The head of run r's lane in next_runnable_run_id's order: an active run sorts first, else the
+# oldest queued one. Parameter: the lane's statuses (_lane_statuses).
+_LANE_HEAD_OF_R = (
+    f"(SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"  # noqa: S608
+    "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
+    "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1)"
+)
+# After the lock (a new snapshot): the run, and the head of its lane.
 _READ_RUN_AND_LANE_HEAD = (
     "SELECT r.status, r.version, r.session_id, r.parent_run_id, r.user_message_id,"  # noqa: S608
     " r.agent_id, r.title, r.parent_tool_call_id, r.agent_config->>'planning_mode', r.attempt,"
     f" (SELECT m.position IS NULL FROM {Message._meta.db_table} m WHERE m.id = r.user_message_id),"
-    f" (SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"
-    "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
-    "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1),"
+    f" {_LANE_HEAD_OF_R},"
     " r.tenant_id, r.agent_config->'tool_policy'->>'assigned_tool_ids'"
     f" FROM {_RUNS} r WHERE r.id = %s"
 )
 # Under the session's lock, one statement starts the run (if it is still queued at the version
 # read), gives the user message the next position if it has none, and stores the start events.
-_START_RUN = (
-    f"WITH started AS (UPDATE {_RUNS} SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
+_STARTED = (
+    f"WITH started AS (UPDATE {_RUNS} r SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
     " lease_expires_at = %s, started_at = COALESCE(started_at, %s), attempt = GREATEST(attempt, 1)"
-    " WHERE id = %s AND status = 'queued' AND version = %s RETURNING id),"
+    " WHERE id = %s AND status = 'queued'"
 )
+_START_RUN = _STARTED + " AND version = %s RETURNING id),"
 _PLACE_MESSAGE_STORE_EVENTS = (
     f" numbered AS (UPDATE {_SESSIONS} SET last_message_position = last_message_position + %s,"  # noqa: S608
     " last_event_seq = last_event_seq + %s WHERE id = %s AND EXISTS (SELECT 1 FROM started)"
@@ -232,20 +237,16 @@ _PLACE_MESSAGE_STORE_EVENTS = (
 _START_RUN_PLACE_MESSAGE_STORE_EVENTS = _START_RUN + _PLACE_MESSAGE_STORE_EVENTS
 # With a ClaimHint, no read comes first: the start checks what the read would have (the run is
 # what the hint says, still queued, its message unplaced, and the head of its lane, as
-# _READ_RUN_AND_LANE_HEAD orders it). As its own statement after the lock, it sees what the lock
+# _LANE_HEAD_OF_R orders it). As its own statement after the lock, it sees what the lock
 # waited for.
 _START_HINTED_RUN = (
-    f"WITH started AS (UPDATE {_RUNS} r SET status = %s, version = version + %s, lease_owner = %s,"  # noqa: S608
-    " lease_expires_at = %s, started_at = COALESCE(started_at, %s), attempt = GREATEST(attempt, 1)"
-    " WHERE id = %s AND status = 'queued' AND parent_run_id IS NULL AND session_id = %s"
+    _STARTED + " AND parent_run_id IS NULL AND session_id = %s"  # noqa: S608
     " AND tenant_id = %s AND agent_id = %s AND user_message_id = %s AND attempt = %s"
     " AND COALESCE(agent_config->>'planning_mode', 'direct') = 'direct'"
     " AND agent_config->'tool_policy'->'assigned_tool_ids' = %s::jsonb"
     f" AND EXISTS (SELECT 1 FROM {Message._meta.db_table} m WHERE m.id = r.user_message_id"
     "  AND m.position IS NULL)"
-    f" AND id = (SELECT l.id FROM {_RUNS} l WHERE l.session_id = r.session_id"
-    "  AND l.parent_run_id IS NULL AND l.status = ANY(%s)"
-    "  ORDER BY (l.status = 'queued'), l.created_at, l.id LIMIT 1)"
+    f" AND id = {_LANE_HEAD_OF_R}"
     " RETURNING id),"
 )
 

@@ -121,7 +121,12 @@ class DjangoRunRecorder:
         if self._held_answer is not None and steps and message is None:
             self._store_held_answer_with_steps(steps)
             return
-        if self._held_tool_completion is not None and self._held_answer is None and message and steps:
+        if (
+            self._held_tool_completion is not None
+            and self._held_answer is None
+            and message is not None
+            and steps
+        ):
             self._store_held_tool_completion_with(message, steps)
             return
         if message is not None or steps or has_batched_events():
