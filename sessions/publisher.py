@@ -24,6 +24,11 @@ class _Publisher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[tuple[str, list[dict[str, Any]]] | None] | None = None
         self._thread: threading.Thread | None = None
+        # Announcements handed to the loop, and those it has sent (or given up on), for
+        # ``wait_until_sent``.
+        self._sent_changed = threading.Condition()
+        self._handed_over = 0
+        self._sent = 0
 
     def _ensure_started(
         self,
@@ -50,16 +55,31 @@ class _Publisher:
     async def _drain(self, queue: asyncio.Queue[tuple[str, list[dict[str, Any]]] | None]) -> None:
         layer = get_channel_layer()
         while True:
-            batch, is_stopping = _take_waiting(await queue.get(), queue)
+            first = await queue.get()
+            waiting = queue.qsize()
+            batch, is_stopping = _take_waiting(first, queue)
+            # Counted before the sends: more may be queued while they are awaited.
+            taken = 1 + waiting - queue.qsize() - (1 if is_stopping else 0)
             if layer is not None:
                 for group, envelopes in batch:
                     await _send(layer, group, envelopes)
+            with self._sent_changed:
+                self._sent += taken
+                self._sent_changed.notify_all()
             if is_stopping:
                 return
 
     def publish(self, group: str, envelopes: list[dict[str, Any]]) -> None:
         loop, queue = self._ensure_started()
+        with self._sent_changed:
+            self._handed_over += 1
         loop.call_soon_threadsafe(queue.put_nowait, (group, envelopes))
+
+    def wait_until_sent(self, timeout: float) -> bool:
+        """Block until what was published so far has been sent; False if ``timeout`` came first."""
+        with self._sent_changed:
+            handed_over = self._handed_over
+            return self._sent_changed.wait_for(lambda: self._sent >= handed_over, timeout=timeout)
 
 
 _publisher = _Publisher()
@@ -97,6 +117,17 @@ def has_cross_process_layer() -> bool:
     # The in-memory layer cannot reach other processes, and its queues belong to the
     # ASGI server's event loop: the embedded default's subscribers poll the store.
     return not isinstance(get_channel_layer(), InMemoryChannelLayer | type(None))
+
+
+def wait_until_published(timeout: float = 0.25) -> bool:
+    """Block (without the interpreter lock) until this process's announcements so far are sent.
+
+    The publisher's thread needs the interpreter lock for each send; a worker that goes on to
+    other Python work right after a run's end would keep it waiting (a thread that wants the
+    lock gets it only when the holder blocks, or after the 5 ms switch interval). ``timeout``
+    bounds the wait when the channel layer is slow: the events are stored either way.
+    """
+    return _publisher.wait_until_sent(timeout)
 
 
 def publish(group: str, envelopes: list[dict[str, Any]]) -> None:

@@ -15,6 +15,7 @@ from sessions.execution import run_execute
 from sessions.lane import ClaimHint, claim_hint_for, runs_to_dispatch
 from sessions.models import Run
 from sessions.planning.delivery import parent_resume_when_children_done
+from sessions.publisher import wait_until_published
 
 
 def execute_run(run_id: str, claim_hint: dict[str, Any] | None = None) -> None:
@@ -26,6 +27,7 @@ def execute_run(run_id: str, claim_hint: dict[str, Any] | None = None) -> None:
     run = run_execute(run_id=UUID(run_id), claim_hint=hint)
     if run is None:
         return
+    wait_until_published()  # the run's last events go out before the lane's bookkeeping runs
     if run.parent_run_id is not None:
         parent_resume_when_children_done(parent_id=run.parent_run_id)
     run_dispatch_next(session_id=run.session_id)
