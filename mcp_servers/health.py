@@ -13,10 +13,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django_q.models import Schedule
-from django_q.tasks import async_task
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
+from core.tasks import enqueue_task
 from mcp_servers.client import DiscoveredTool, McpUnavailable, discover_server_tools
 from mcp_servers.models import McpHealth, McpServer
 from mcp_servers.tool_names import TOOL_NAME_PATTERN, mcp_tool_group, mcp_tool_public_name
@@ -87,7 +87,7 @@ def check_enabled_servers() -> int:
     """Scheduled: enqueue one check per enabled server, so a slow server delays only itself."""
     server_ids = list(McpServer.objects.filter(is_enabled=True).values_list("pk", flat=True))
     for server_id in server_ids:
-        async_task(mcp_server_check_by_id, str(server_id), task_name=f"mcp-check-{server_id}")
+        enqueue_task(mcp_server_check_by_id, str(server_id), task_name=f"mcp-check-{server_id}")
     return len(server_ids)
 
 

@@ -9,8 +9,8 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from django_q.tasks import async_task
 
+from core.tasks import enqueue_task
 from memory.conf import memory_setting
 from memory.extraction import ExtractionFailed, extract_memories
 from sessions.models import Message, Run, RunStatus, Session
@@ -68,7 +68,7 @@ def extract_idle_sessions() -> int:
     batch = int(memory_setting("MEMORY_EXTRACTION_BATCH_SIZE"))
     session_ids = list(sessions_idle_for_extraction(idle_seconds).values_list("id", flat=True)[:batch])
     for session_id in session_ids:
-        async_task(extract_memories_task, str(session_id), task_name=f"extract-memories-{session_id}")
+        enqueue_task(extract_memories_task, str(session_id), task_name=f"extract-memories-{session_id}")
     return len(session_ids)
 
 
@@ -83,5 +83,5 @@ def memory_extraction_request(*, actor: Actor, session: Session) -> None:
         raise PermissionDenied("Only the session's creator or an admin may do this.")
     session_id = str(session.pk)
     transaction.on_commit(
-        lambda: async_task(extract_memories_task, session_id, task_name=f"extract-memories-{session_id}")
+        lambda: enqueue_task(extract_memories_task, session_id, task_name=f"extract-memories-{session_id}")
     )

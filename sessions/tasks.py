@@ -9,8 +9,8 @@ from uuid import UUID
 
 from django.db import transaction
 from django_q.brokers import Broker, get_broker
-from django_q.tasks import async_task
 
+from core.tasks import enqueue_task
 from sessions.execution import run_execute
 from sessions.lane import ClaimHint, claim_hint_for, runs_to_dispatch
 from sessions.models import Run
@@ -37,9 +37,9 @@ def run_dispatch_next(*, session_id: UUID) -> UUID | None:
     """Enqueue the task for the session's next run, when its lane is free, and its queued executors."""
     children, run_id = runs_to_dispatch(session_id)
     for child_id in children:
-        async_task(execute_run, str(child_id), task_name=f"run-{child_id}")
+        enqueue_task(execute_run, str(child_id), task_name=f"run-{child_id}", broker=_broker())
     if run_id is not None:
-        async_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=_broker())
+        enqueue_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=_broker())
     return run_id
 
 
@@ -54,7 +54,7 @@ def enqueue_run_on_commit(*, run: Run) -> None:
     hint = claim_hint_for(run)
     arguments = (str(run.pk),) if hint is None else (str(run.pk), hint.as_task_argument())
     transaction.on_commit(
-        lambda: async_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=_broker())
+        lambda: enqueue_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=_broker())
     )
 
 

@@ -438,7 +438,7 @@ def test_a_post_to_an_idle_lane_sends_the_claim_hint_with_the_runs_task(
     agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
     session_id = start_session(bob_api, agent.pk)
 
-    with patch("sessions.tasks.async_task") as enqueue:
+    with patch("core.tasks.async_task") as enqueue:
         run_id = post_message(bob_api, session_id, "hello there")["run"]["id"]  # type: ignore[index]
 
     run = Run.objects.get(pk=run_id)
@@ -447,6 +447,7 @@ def test_a_post_to_an_idle_lane_sends_the_claim_hint_with_the_runs_task(
     assert hint.session_id == run.session_id and hint.user_message_id == run.user_message_id
     assert enqueue.call_count == 1
     assert enqueue.call_args.args == (execute_run, str(run.pk), hint.as_task_argument())
+    assert enqueue.call_args.kwargs["save"] is False  # the run is the record (core.tasks)
     execute_run(*enqueue.call_args.args[1:])
     assert Run.objects.filter(pk=run_id).values_list("status", flat=True).get() == "completed"
 

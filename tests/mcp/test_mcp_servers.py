@@ -619,7 +619,7 @@ def test_scheduled_checks_cover_only_enabled_servers(
     enabled = register_demo(alice_api, demo, name="on")
     disabled = register_demo(alice_api, demo, name="off", is_enabled=False)
     enqueued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr("mcp_servers.health.async_task", lambda *args, **kwargs: enqueued.append(args))
+    monkeypatch.setattr("mcp_servers.health.enqueue_task", lambda *args, **kwargs: enqueued.append(args))
 
     count = check_enabled_servers()
     for _function, server_id in enqueued:

@@ -255,7 +255,7 @@ def test_the_schedule_queues_idle_sessions_and_can_be_switched_off(
     cast: Cast, agent: Agent, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr("memory.tasks.async_task", lambda *args, **kwargs: queued.append(args))
+    monkeypatch.setattr("memory.tasks.enqueue_task", lambda *args, **kwargs: queued.append(args))
     session = make_session(agent=agent, user=cast.bob, messages=CONVERSATION)
     _idle(session, minutes=31)
 

@@ -250,7 +250,7 @@ def test_extraction_on_demand_is_queued_after_commit(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     queued: list[tuple[Any, ...]] = []
-    monkeypatch.setattr("memory.tasks.async_task", lambda *args, **kwargs: queued.append(args))
+    monkeypatch.setattr("memory.tasks.enqueue_task", lambda *args, **kwargs: queued.append(args))
     bobs = make_session(agent=agent, user=cast.bob, messages=(("user", "My name is Bob."),))
     alices = make_session(agent=agent, user=cast.alice)
 
