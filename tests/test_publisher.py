@@ -6,6 +6,9 @@ import time
 from typing import Any
 
 import pytest
+import redis
+from channels.layers import get_channel_layer
+from django.conf import settings
 
 from sessions import publisher
 from sessions.publisher import _take_waiting
@@ -97,3 +100,58 @@ def test_wait_until_sent_with_nothing_published_returns_at_once() -> None:
     started = time.monotonic()
     assert publisher._Publisher().wait_until_sent(timeout=5) is True
     assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="pub/sub needs REDIS_URL")
+def test_a_channels_redis_subscriber_receives_what_the_direct_publisher_sends() -> None:
+    """The direct path writes the pub/sub layer's own wire format, on the layer's group channel."""
+    assert publisher.direct_publisher() is not None
+    envelopes = [
+        {"seq": 4, "type": "run.status", "data": {"to": "executing"}},
+        {"seq": 5, "type": "run.started"},
+    ]
+
+    async def subscribe_publish_receive() -> dict[str, Any]:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add("session.direct-test", channel)
+        try:
+            await asyncio.to_thread(publisher.publish, "session.direct-test", envelopes)
+            return await asyncio.wait_for(layer.receive(channel), timeout=5)
+        finally:
+            await layer.group_discard("session.direct-test", channel)
+
+    assert asyncio.run(subscribe_publish_receive()) == {"type": "session.events", "events": envelopes}
+
+
+class UnreachableRedis:
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def publish(self, channel: str, message: bytes) -> int:
+        self.attempts += 1
+        raise redis.ConnectionError("Connection refused")
+
+
+class Serializing:
+    def serialize(self, message: dict[str, Any]) -> bytes:
+        return repr(message).encode()
+
+
+def test_a_direct_publisher_that_cannot_reach_redis_pauses_instead_of_failing_the_emitter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = UnreachableRedis()
+    direct = publisher.DirectPublisher(Serializing(), client, prefix="asgi")  # type: ignore[arg-type]
+    now = [1000.0]
+    monkeypatch.setattr(publisher.time, "monotonic", lambda: now[0])
+
+    direct.publish("session.a", [{"seq": 1}])  # fails: logged, not raised
+    now[0] += publisher.PAUSE_AFTER_FAILURE_SECONDS - 0.1
+    direct.publish("session.a", [{"seq": 2}])  # paused: not attempted
+    paused_attempts = client.attempts
+    now[0] += 0.2
+    direct.publish("session.a", [{"seq": 3}])  # the pause is over
+
+    assert (paused_attempts, client.attempts) == (1, 2)
+    assert direct.group_channel("session.a") == "asgi__group__session.a"
