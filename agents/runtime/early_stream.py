@@ -23,6 +23,10 @@ from agents.runtime.types import ModelClient, ModelRequest, ModelStreamEvent
 # While the stream's first event is awaited, the loop's thread polls for a stop this often.
 STOP_POLL_SECONDS = 0.25
 
+# A stream holds its thread until its first event (a hosted model's time to first token): the
+# pool must not make one call wait for another's. Threads start only when none is idle.
+MAX_OPENING_STREAMS = 64
+
 _ENDED = object()  # the stream ended before its first event
 
 
@@ -36,7 +40,9 @@ class _Openers:
     def submit(self, read_first_event: Callable[[], object]) -> Future[object]:
         with self._lock:
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(thread_name_prefix="agentry-model-stream")
+                self._executor = ThreadPoolExecutor(
+                    MAX_OPENING_STREAMS, thread_name_prefix="agentry-model-stream"
+                )
             return self._executor.submit(read_first_event)
 
     def forget_after_fork(self) -> None:

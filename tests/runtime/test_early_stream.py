@@ -111,3 +111,29 @@ def test_a_stop_while_the_first_event_is_awaited_cancels_the_stream(monkeypatch:
     ]
     assert "text.delta" not in recorder.event_types()
     assert model.closed.is_set()
+
+
+def test_streams_waiting_for_their_first_event_do_not_wait_for_each_other() -> None:
+    """Eight calls at once (more than a CPU-sized pool): each opens while the others wait."""
+    all_opened = threading.Barrier(8, timeout=5)
+
+    class WaitsForTheOthers(ScriptedModel):
+        def stream(
+            self, request: ModelRequest, *, should_stop: Callable[[], bool]
+        ) -> Iterator[ModelStreamEvent]:
+            all_opened.wait()
+            yield from super().stream(request, should_stop=should_stop)
+
+    results: list[LoopResult] = []
+
+    def one_call(index: int) -> None:
+        model = WaitsForTheOthers([text_turn(f"answer {index}")])
+        results.append(run(model, StaticToolProvider({}), InMemoryRecorder()))
+
+    callers = [threading.Thread(target=one_call, args=(index,)) for index in range(8)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=10)
+
+    assert sorted(result.final_text for result in results) == [f"answer {index}" for index in range(8)]
