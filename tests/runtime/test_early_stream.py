@@ -1,7 +1,6 @@
 """The model request goes out while the loop stores the start of its step (agents.runtime.early_stream)."""
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
@@ -19,7 +18,7 @@ from agents.runtime.types import (
     Usage,
 )
 from tests.runtime.fakes import InMemoryRecorder, Pause, ScriptedModel, Turn
-from tests.runtime.test_loop import run, text_block, text_turn
+from tests.runtime.test_loop import run, run_cancelled_after, text_block, text_turn
 
 
 class WatchedModel(ScriptedModel):
@@ -95,12 +94,8 @@ def test_a_stop_while_the_first_event_is_awaited_cancels_the_stream(monkeypatch:
     model = WatchedModel([turn])
     model.cancelled_usage = Usage(input_tokens=12)
     recorder = InMemoryRecorder()
-    canceller = threading.Timer(0.1, lambda: setattr(recorder, "requested_stop", "cancelled"))
 
-    canceller.start()
-    started = time.monotonic()
-    result = run(model, StaticToolProvider({}), recorder)
-    elapsed = time.monotonic() - started
+    result, elapsed = run_cancelled_after(0.1, model, recorder)
 
     assert result == LoopResult(
         stop_reason="cancelled", usage=Usage(input_tokens=12), final_text="", error=None

@@ -587,6 +587,17 @@ def test_a_stream_that_ends_without_completion_is_an_llm_error() -> None:
     assert recorder.steps[0].status == "failed"
 
 
+def run_cancelled_after(
+    seconds: float, model: ScriptedModel, recorder: InMemoryRecorder
+) -> tuple[LoopResult, float]:
+    """Run the loop with a cancel requested ``seconds`` after it starts; also returns how long it took."""
+    canceller = threading.Timer(seconds, lambda: setattr(recorder, "requested_stop", "cancelled"))
+    canceller.start()
+    started = time.monotonic()
+    result = run(model, StaticToolProvider({}), recorder)
+    return result, time.monotonic() - started
+
+
 def test_a_cancel_during_a_slow_stream_stops_with_cancelled_and_counts_spent_tokens() -> None:
     full_text = "word " * 500
     turn: Turn = []
@@ -595,12 +606,8 @@ def test_a_cancel_during_a_slow_stream_stops_with_cancelled_and_counts_spent_tok
     turn.append(ModelResponseCompleted([text_block(full_text)], "end_turn", Usage(10, 500)))
     model = ScriptedModel([turn], cancelled_usage=Usage(input_tokens=10, output_tokens=7))
     recorder = InMemoryRecorder()
-    canceller = threading.Timer(0.1, lambda: setattr(recorder, "requested_stop", "cancelled"))
 
-    canceller.start()
-    started = time.monotonic()
-    result = run(model, StaticToolProvider({}), recorder)
-    elapsed = time.monotonic() - started
+    result, elapsed = run_cancelled_after(0.1, model, recorder)
 
     assert result == LoopResult(stop_reason="cancelled", usage=Usage(10, 7), final_text="", error=None)
     assert elapsed < 2
