@@ -51,10 +51,10 @@ class DirectPublisher:
     def publish(self, group: str, envelopes: list[dict[str, Any]]) -> None:
         if time.monotonic() < self._paused_until:
             return
-        message = self._layer.serialize({"type": "session.events", "events": envelopes})
         try:
+            message = self._layer.serialize({"type": "session.events", "events": envelopes})
             self._client.publish(self.group_channel(group), message)
-        except redis.RedisError:
+        except Exception:  # the events are stored: an announcement must never fail their writer
             self._paused_until = time.monotonic() + PAUSE_AFTER_FAILURE_SECONDS
             seqs = [envelope.get("seq") for envelope in envelopes]
             logger.warning(
