@@ -49,6 +49,7 @@ from bench.common import (
     machine_busy_seconds,
     median,
     percentile,
+    python_loop_ms,
     stop_on_signals,
     tree_cpu_seconds,
 )
@@ -421,7 +422,9 @@ def markdown_report(report: dict[str, Any], results: list[ScenarioResult]) -> st
         f"Agent turn, {report['mode']}: commit {report['commit']}, {report['cpus']} CPUs, "
         f"Q_WORKERS={report['settings']['Q_WORKERS']}, fake model answering instantly, "
         f"{'one session' if report['one_session'] else 'a new session per message'}, "
-        f"{report['warmup']} warm-up messages per scenario not counted.",
+        f"{report['warmup']} warm-up messages per scenario not counted. Machine yardstick: a "
+        f"1-million-step Python loop takes {report['python_loop_ms']:.1f} ms (median of 5, before the"
+        " start).",
         "",
         _row(
             ["mode", "scenario", "observed at", "n", "median ms", "p95 ms", "server RSS MB", "workers RSS MB"]
@@ -627,6 +630,7 @@ def run_bench(arguments: argparse.Namespace) -> tuple[dict[str, Any], list[Scena
         settle_seconds=arguments.settle_ms / 1000,
     )
     environment = extra_environment(arguments.set)
+    yardstick_ms = python_loop_ms()
     with fake_model() as model:
         stack_options = StackOptions(
             database_url=arguments.database_url,
@@ -653,6 +657,7 @@ def run_bench(arguments: argparse.Namespace) -> tuple[dict[str, Any], list[Scena
                 "commit": git_commit(),
                 "mode": stack.mode,
                 "cpus": os.cpu_count(),
+                "python_loop_ms": round(yardstick_ms, 1),
                 "one_session": options.one_session,
                 "warmup": options.warmup,
                 "poll_interval_seconds": options.poll_interval,

@@ -163,6 +163,20 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def python_loop_ms(steps: int = 1_000_000, repeats: int = 5) -> float:
+    """The median time of a plain Python loop of ``steps`` additions: a yardstick of the
+    machine's single-core speed, so runs on different machines (or VMs of one kind, which
+    differ) can be compared. Measured before the stack starts, on a quiet machine."""
+    timings = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for step in range(steps):
+            total += step
+        timings.append((time.perf_counter() - started) * 1000)
+    return median(timings)
+
+
 def tree_memory(pid: int) -> MemorySample:
     members = process_tree(pid)
     rss = sum(_status_kilobytes(Path(f"/proc/{member}/status"), "VmRSS") for member in members)
