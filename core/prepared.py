@@ -94,6 +94,12 @@ class RoundTrips:
         self._is_open = False
         self.is_committed = False
 
+    @property
+    def sends_transaction_control(self) -> bool:
+        """True when this block's ``COMMIT`` is its own (PostgreSQL outside an atomic block);
+        False when an atomic block (or SQLite's) commits it, possibly an enclosing one, later."""
+        return self._sends_transaction_control
+
     def run(
         self, statements: list[tuple[str, list[Any]]], *, commit: bool = False
     ) -> list[list[tuple[Any, ...]]]:

@@ -199,6 +199,10 @@ def _claim_with_orm(*, run_id: UUID, owner: str) -> Run | None:
 # PostgreSQL: the claim in three plain statements. Starting runs is the pickup every message
 # waits for (POST → run.started); the ORM's query building was most of its time.
 _RUNS, _SESSIONS = Run._meta.db_table, Session._meta.db_table  # table names; values go as parameters
+# The hinted claim locks the session by the hint's id: a post that enqueued its run before
+# committing (sessions.services) holds this row's lock until its commit, and the claim waits
+# for it, where joining the run (below) would find no run yet and lock nothing.
+_LOCK_SESSION = f"SELECT id FROM {_SESSIONS} WHERE id = %s FOR UPDATE"  # noqa: S608
 _LOCK_SESSION_OF_RUN = (
     f"SELECT s.id FROM {_SESSIONS} s JOIN {_RUNS} r ON r.session_id = s.id"  # noqa: S608
     " WHERE r.id = %s FOR UPDATE OF s"
@@ -307,7 +311,7 @@ def _claim_hinted_in_one_round_trip(*, run_id: UUID, owner: str, hint: ClaimHint
         reads_session_transcript=True,
     )
     _locked, started, *loaded = write_in_one_transaction(
-        [(_LOCK_SESSION_OF_RUN, [run_id]), start, *_claimed_run_statements(run_id, claimed)]
+        [(_LOCK_SESSION, [hint.session_id]), start, *_claimed_run_statements(run_id, claimed)]
     )
     sequence_numbers = [seq for (seq,) in started]
     if not sequence_numbers:

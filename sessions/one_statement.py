@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connection
 
-from core.prepared import rows_of, write_in_one_transaction
+from core.prepared import RoundTrips, rows_of, write_in_one_transaction
 from core.rows import insert_values
 from sessions.events import NUMBERED_EVENTS_INSERT, PendingEvent, announce_on_commit, numbered_insert_params
 from sessions.models import Message, Run, Session, Step, StepStatus
@@ -50,11 +50,14 @@ _COMPLETE_STEP = (
 _AFTER_COMPLETING = f" AND EXISTS (SELECT 1 FROM {_STEPS} WHERE id = %s AND status = %s AND version = %s)"  # noqa: S608
 
 
-def store_message_and_run(message: Message, run: Run, *, title: str, events: list[PendingEvent]) -> list[int]:
+def store_message_and_run(
+    message: Message, run: Run, *, title: str, events: list[PendingEvent], round_trips: RoundTrips
+) -> list[int]:
     """A posted message, its queued run and their events; the session titled if it has no title.
 
-    Returns the events' numbers: the caller announces them (``announce_on_commit``), after
-    enqueueing the run, so the worker's part starts first."""
+    One statement, sent in ``round_trips``'s transaction, which the caller commits: until then
+    the session's row stays locked. Returns the events' numbers: the caller announces them
+    once committed, after enqueueing the run, so the worker's part starts first."""
     message_columns, message_values = insert_values(message)
     run_columns, run_values = insert_values(run)
     statement = (
@@ -69,7 +72,8 @@ def store_message_and_run(message: Message, run: Run, *, title: str, events: lis
     session_id = run.session_id
     params = [*message_values, *run_values, len(events), run.created_at, title, session_id]
     params += numbered_insert_params(session_id, events)
-    sequence_numbers = [seq for (seq,) in rows_of(statement, params)]
+    [rows] = round_trips.run([(statement, params)])
+    sequence_numbers = [seq for (seq,) in rows]
     if not sequence_numbers:
         raise Session.DoesNotExist(f"session {session_id} does not exist")
     for instance in (message, run):

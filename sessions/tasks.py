@@ -49,13 +49,16 @@ def _broker() -> Broker:
     return get_broker()
 
 
+def enqueue_run(*, run: Run, hint: ClaimHint | None) -> None:
+    """The run's task now (on an idle lane: no dispatch), with what its claim may check instead of reading."""
+    arguments = (str(run.pk),) if hint is None else (str(run.pk), hint.as_task_argument())
+    enqueue_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=_broker())
+
+
 def enqueue_run_on_commit(*, run: Run) -> None:
     """The run's task, once the transaction that queued it commits (on an idle lane: no dispatch)."""
     hint = claim_hint_for(run)
-    arguments = (str(run.pk),) if hint is None else (str(run.pk), hint.as_task_argument())
-    transaction.on_commit(
-        lambda: enqueue_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=_broker())
-    )
+    transaction.on_commit(lambda: enqueue_run(run=run, hint=hint))
 
 
 def dispatch_on_commit(*, session_id: UUID) -> None:

@@ -1,7 +1,10 @@
 """Sessions, messages and runs through the API, executed in-process by the task function."""
 
+import threading
+from typing import Any
 from unittest.mock import patch
 
+import psycopg
 import pytest
 from django.db import connection
 from django.http import Http404
@@ -21,6 +24,7 @@ from tenants.quotas import QuotaUsage, check_post_message_quotas
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent
 from tests.fake_model_server import FakeModelServer, Turn
+from tests.live import wait_until
 from tools.models import AgentTool, Tool, ToolKind, ToolPolicy
 from tools.registry import _run_tool_candidates, policy_snapshot, toolset_for_run
 
@@ -450,6 +454,64 @@ def test_a_post_to_an_idle_lane_sends_the_claim_hint_with_the_runs_task(
     assert enqueue.call_args.kwargs["save"] is False  # the run is the record (core.tasks)
     execute_run(*enqueue.call_args.args[1:])
     assert Run.objects.filter(pk=run_id).values_list("status", flat=True).get() == "completed"
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the task goes out before the commit on PostgreSQL"
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_faster_than_the_posts_commit_waits_for_it_then_runs_the_run(
+    cast: Cast, bob_api: APIClient
+) -> None:
+    """The post enqueues its hinted run before committing; a claim started then waits on the
+    session's row lock, and once the post commits it finds the run and runs it."""
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    session_id = start_session(bob_api, agent.pk)
+    workers: list[threading.Thread] = []
+    claims_waiting_on_the_post: list[int] = []
+
+    def run_the_task_at_once(function: Any, *args: Any, **kwargs: Any) -> str:
+        def work() -> None:
+            try:
+                function(*args)
+            finally:
+                connection.close()  # this thread's own connection
+
+        workers.append(threading.Thread(target=work))
+        workers[-1].start()
+        claims_waiting_on_the_post.append(wait_until(backends_waiting_on_a_lock, timeout=10))
+        return "task-id"
+
+    with patch("core.tasks.async_task", side_effect=run_the_task_at_once):
+        run_id = post_message(bob_api, session_id, "hello there")["run"]["id"]  # type: ignore[index]
+    workers[0].join(timeout=20)
+
+    assert claims_waiting_on_the_post == [1]
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason, run.attempt) == ("completed", "end_turn", 1)
+    assert [event.type for event in RunEvent.objects.filter(run_id=run_id).order_by("seq")][:4] == [
+        "run.queued",
+        "run.status",
+        "run.started",
+        "run.status",
+    ]
+
+
+def backends_waiting_on_a_lock() -> int:
+    """How many of this database's connections wait for a lock, read on a connection of its own."""
+    settings_dict = connection.settings_dict
+    with psycopg.connect(
+        dbname=settings_dict["NAME"],
+        user=settings_dict["USER"],
+        host=settings_dict["HOST"],
+        port=settings_dict["PORT"] or 5432,
+        autocommit=True,
+    ) as observer:
+        row = observer.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api: APIClient) -> None:
