@@ -126,9 +126,9 @@ class ToolCompletion:
     events: list[PendingEvent]
 
 
-def complete_tool_step(completion: ToolCompletion) -> bool:
-    """The tool call's end and its events on their own; False (nothing written) if stale."""
-    return complete_step(
+def _tool_completion_statement(completion: ToolCompletion) -> tuple[str, list[Any]]:
+    """A tool call uses no tokens and makes no model call: only the step and its events change."""
+    return _complete_step_statement(
         completion.step,
         output=completion.output,
         finished_at=completion.finished_at,
@@ -136,6 +136,12 @@ def complete_tool_step(completion: ToolCompletion) -> bool:
         model_calls=0,
         events=completion.events,
     )
+
+
+def complete_tool_step(completion: ToolCompletion) -> bool:
+    """The tool call's end and its events on their own; False (nothing written) if stale."""
+    statement, params = _tool_completion_statement(completion)
+    return _execute_with_events(statement, params, completion.step.run.session_id, completion.events)
 
 
 def complete_tool_step_append_message_and_insert_steps(
@@ -148,17 +154,9 @@ def complete_tool_step_append_message_and_insert_steps(
     conditional on the tool step being completed at the version the first statement gave it.
     """
     step = completion.step
-    completing = _complete_step_statement(
-        step,
-        output=completion.output,
-        finished_at=completion.finished_at,
-        tokens={},
-        model_calls=0,
-        events=completion.events,
-    )
     completed_rows, appended_rows, inserted_rows = write_in_one_transaction(
         [
-            completing,
+            _tool_completion_statement(completion),
             _append_message_statement(message, events=[], after_completing=step),
             _insert_steps_statement(steps, events=events, after_completing=step),
         ]
