@@ -124,6 +124,72 @@ def test_a_channels_redis_subscriber_receives_what_the_direct_publisher_sends() 
     assert asyncio.run(subscribe_publish_receive()) == {"type": "session.events", "events": envelopes}
 
 
+needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL")
+
+
+@needs_redis
+def test_a_publish_returns_without_waiting_for_redis_and_still_arrives() -> None:
+    """Redis holds writes for 0.5 s: the emitter goes on at once, the subscriber gets it after."""
+    envelopes = [{"seq": 9, "type": "run.completed"}]
+    admin = redis.Redis.from_url(settings.REDIS_URL)
+
+    async def publish_while_paused() -> tuple[float, dict[str, Any]]:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add("session.paused-test", channel)
+        try:
+            admin.execute_command("CLIENT", "PAUSE", 500, "WRITE")
+            started = time.monotonic()
+            await asyncio.to_thread(publisher.publish, "session.paused-test", envelopes)
+            publish_seconds = time.monotonic() - started
+            return publish_seconds, await asyncio.wait_for(layer.receive(channel), timeout=5)
+        finally:
+            admin.execute_command("CLIENT", "UNPAUSE")
+            await layer.group_discard("session.paused-test", channel)
+
+    publish_seconds, received = asyncio.run(publish_while_paused())
+
+    assert publish_seconds < 0.25
+    assert received == {"type": "session.events", "events": envelopes}
+
+
+@needs_redis
+def test_replies_that_arrived_are_read_before_the_next_publish() -> None:
+    connection = publisher.PublishConnection(settings.REDIS_URL)
+    for number in range(50):
+        connection.publish("agentry-test-replies", str(number).encode())
+    assert connection.unread_replies >= 1
+    time.sleep(0.1)  # Redis has answered all fifty by now
+
+    connection.publish("agentry-test-replies", b"last")
+
+    assert connection.unread_replies == 1
+    connection.read_replies()
+    assert connection.unread_replies == 0
+
+
+@needs_redis
+def test_a_forked_child_publishes_on_a_connection_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    connection = publisher.PublishConnection(settings.REDIS_URL)
+    connection.publish("agentry-test-fork", b"parent")
+    parents = connection._connection
+    monkeypatch.setattr(publisher.os, "getpid", lambda: -1)
+
+    connection.publish("agentry-test-fork", b"child")
+
+    assert connection._connection is not parents
+    assert parents._sock is not None  # the parent's socket was left open for the parent
+    assert connection.unread_replies == 1
+
+
+def test_a_publish_to_an_unreachable_redis_raises_for_the_publisher_to_pause() -> None:
+    connection = publisher.PublishConnection("redis://127.0.0.1:1/0")
+
+    with pytest.raises(redis.ConnectionError):
+        connection.publish("agentry-test-unreachable", b"lost")
+    assert connection.unread_replies == 0
+
+
 class UnreachableRedis:
     def __init__(self) -> None:
         self.attempts = 0
