@@ -48,7 +48,7 @@ class PublishConnection:
 
     A reply is only the number of subscribers reached, which no emitter uses. Waiting for it cost
     a round trip per announcement, and on a busy machine Redis answers only once it gets a CPU:
-    0.3–0.5 ms at each of a run's announcements, on the way to its next step. The replies that
+    0.3 to 0.5 ms at each of a run's announcements, on the way to its next step. The replies that
     have arrived are read before each send, so they never pile up; Redis runs the commands in
     the order they were written, so announcements keep their order.
     """

@@ -1,4 +1,5 @@
-"""``core.api.serializers.FieldsBuiltOnce``: a class's fields are built once, copied per instance."""
+"""``core.api.serializers.FieldsBuiltOnce``: a class's fields are built once, copied per instance,
+and objects are represented without a copy."""
 
 import uuid
 from unittest import mock
@@ -6,8 +7,8 @@ from unittest import mock
 from django.utils import timezone
 from rest_framework import serializers
 
-from sessions.models import Run
-from sessions.serializers import RunSerializer, RunSummarySerializer
+from sessions.models import Message, Run, Step
+from sessions.serializers import MessageSerializer, RunSerializer, RunSummarySerializer, StepSerializer
 
 
 def _run() -> Run:
@@ -42,3 +43,83 @@ def test_fields_are_built_once_per_class_and_each_instance_gets_its_own_bound_co
     # A subclass with other fields builds its own.
     assert "steps" in RunSerializer(first_run).fields
     assert "steps" not in first.fields
+
+
+def _finished_run() -> Run:
+    return Run(
+        id=uuid.uuid4(),
+        tenant_id=uuid.uuid4(),
+        session_id=uuid.uuid4(),
+        agent_id=uuid.uuid4(),
+        user_message_id=uuid.uuid4(),
+        parent_run_id=uuid.uuid4(),
+        parent_tool_call_id="toolu_1",
+        retry_of_id=None,
+        title="Sums",
+        status="failed",
+        stop_reason="llm_error",
+        error="overloaded",
+        attempt=2,
+        model_calls=3,
+        input_tokens=120,
+        output_tokens=45,
+        cache_read_tokens=7,
+        tree_usage={"input_tokens": 200},
+        route="direct",
+        created_at=timezone.now(),
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        agent_config={"model_name": "m"},
+    )
+
+
+def _message(position: int | None) -> Message:
+    return Message(
+        id=uuid.uuid4(),
+        session_id=uuid.uuid4(),
+        role="assistant",
+        content=[
+            {"type": "text", "text": "4"},
+            {"type": "tool_call", "id": "t", "name": "x", "arguments": {}},
+        ],
+        position=position,
+        run_id=uuid.uuid4(),
+        input_tokens=3,
+        output_tokens=1,
+        created_at=timezone.now(),
+    )
+
+
+def _step() -> Step:
+    return Step(
+        id=uuid.uuid4(),
+        run_id=uuid.uuid4(),
+        index=1,
+        kind="tool_call",
+        status="completed",
+        tool_call_id="toolu_1",
+        input={"name": "calculator"},
+        output={"content": "4"},
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+    )
+
+
+def test_the_representation_is_drfs_own_without_copying_fields_per_instance() -> None:
+    cases = [
+        (RunSummarySerializer, _finished_run()),
+        (RunSummarySerializer, _run()),
+        (MessageSerializer, _message(position=None)),
+        (MessageSerializer, _message(position=4)),
+        (StepSerializer, _step()),
+    ]
+    for serializer_class, instance in cases:
+        serializer = serializer_class(instance)
+
+        data = serializer.data
+
+        assert "fields" not in serializer.__dict__  # no bound copy was made for this instance
+        own_fields = serializer_class(instance)
+        assert data == serializers.Serializer.to_representation(own_fields, instance)
+    assert MessageSerializer(_message(position=None)).data["is_queued"] is True
+    assert MessageSerializer(_message(position=4)).data["is_queued"] is False
