@@ -34,11 +34,12 @@ def test_fields_are_built_once_per_class_and_each_instance_gets_its_own_bound_co
             delattr(RunSummarySerializer, "_fields_built_once")
         first = RunSummarySerializer(first_run)
         second = RunSummarySerializer(second_run)
-        first_data, second_data = first.data, second.data
+        first_fields, second_fields = first.fields, second.fields
+    first_data, second_data = first.data, second.data
 
     assert build.call_count == 1
-    assert first.fields["status"] is not second.fields["status"]
-    assert first.fields["status"].parent is first
+    assert first_fields["status"] is not second_fields["status"]
+    assert first_fields["status"].parent is first
     assert (first_data["id"], second_data["id"]) == (str(first_run.id), str(second_run.id))
     # A subclass with other fields builds its own.
     assert "steps" in RunSerializer(first_run).fields
