@@ -6,6 +6,7 @@ connection just to count its throttle (about 1 ms). redis-py clients and pools a
 thread-safe, so one per process and configuration is enough.
 """
 
+import os
 import threading
 from typing import Any
 
@@ -48,4 +49,74 @@ class SharedRedisCache(RedisCache):
             pipeline.expire(counter, ttl)
             pipeline.get(other)
             current, _, previous = pipeline.execute()
+        return int(current), int(previous or 0)
+
+    def start_increment_and_read(self, increment_key: str, read_key: str, *, ttl: int) -> "PendingCounts":
+        """``increment_and_read`` sent now, its answer read by ``PendingCounts.result``: the round
+        trip goes on while the caller waits for something else."""
+        counter = self.make_and_validate_key(increment_key)
+        other = self.make_and_validate_key(read_key)
+        pool = self._cache.get_client(counter, write=True).connection_pool
+        connection = _ThreadConnection.of(pool)
+        connection.send([("INCR", counter), ("EXPIRE", counter, ttl), ("GET", other)])
+        return PendingCounts(connection)
+
+
+class _ThreadConnection:
+    """A thread's own connection for answers read later. An answer never read (its request
+    failed before it) is read and dropped before the next send: it arrived long before."""
+
+    _local = threading.local()
+
+    def __init__(self, pool: Any) -> None:
+        self._connection = pool.make_connection()
+        self._unread = 0
+
+    @classmethod
+    def of(cls, pool: Any) -> "_ThreadConnection":
+        """The calling thread's connection to ``pool``'s server."""
+        connections: dict[int, _ThreadConnection] | None = getattr(cls._local, "connections", None)
+        if connections is None or getattr(cls._local, "pid", None) != os.getpid():
+            connections = cls._local.connections = {}  # a forked child opens its own
+            cls._local.pid = os.getpid()
+        connection = connections.get(id(pool))
+        if connection is None:
+            connection = connections[id(pool)] = cls(pool)
+        return connection
+
+    def send(self, commands: list[tuple[Any, ...]]) -> None:
+        try:
+            while self._unread:
+                self._connection.read_response()
+                self._unread -= 1
+            self._connection.send_packed_command(self._connection.pack_commands(commands))
+        except BaseException:
+            self._reset()
+            raise
+        self._unread = len(commands)
+
+    def read(self, count: int) -> list[Any]:
+        """The next ``count`` answers, in order."""
+        try:
+            answers = [self._connection.read_response() for _ in range(count)]
+        except BaseException:
+            self._reset()
+            raise
+        self._unread -= count
+        return answers
+
+    def _reset(self) -> None:
+        self._connection.disconnect()  # what was unread goes with the socket
+        self._unread = 0
+
+
+class PendingCounts:
+    """The answer to a ``start_increment_and_read``."""
+
+    def __init__(self, connection: _ThreadConnection) -> None:
+        self._connection = connection
+
+    def result(self) -> tuple[int, int]:
+        """(this window's count with this request, the other window's count)."""
+        current, _expire, previous = self._connection.read(3)
         return int(current), int(previous or 0)

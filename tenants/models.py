@@ -91,6 +91,8 @@ class ApiKey(models.Model):
     # Not a column: the creator's role, set when authentication reads the key with it
     # (tenants.authentication); tenants.actors.actor_for_api_key uses it when present.
     creator_role: str | None
+    # Not a column: the rate limit's bucket for the request's token (core.api.throttling).
+    rate_limit_ident: str
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,10 +1,21 @@
 """The API's general rate limit (``core.api.throttling``): per actor, sliding window, one round trip."""
 
+import time
+import uuid
+from typing import Any
+
 import pytest
+from django.conf import settings
+from django.core.cache import caches
 from rest_framework.test import APIClient
 
-from core.api.throttling import ActorRateThrottle, seconds_until_allowed
+from core.api.throttling import ActorRateThrottle, seconds_until_allowed, token_ident
+from core.cache import SharedRedisCache
+from tenants import authentication
 from tests.conftest import Cast
+from tests.factories import make_api_key
+
+needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="counts overlap the key's lookup with Redis")
 
 WINDOW_START = 1_800_000_000.0  # a multiple of 60: a minute window starts here
 
@@ -56,3 +67,58 @@ def test_the_previous_window_counts_while_it_fades(bob_api: APIClient, three_a_m
     # Three quarters in: 3 * 0.25 + 2 (the refused request and this one) <= 3.
     three_a_minute[0] = WINDOW_START + 60 + 45
     assert bob_api.get("/api/v1/sessions/").status_code == 200
+
+
+def _client_with(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+@pytest.mark.django_db
+def test_a_wrong_secret_does_not_spend_the_allowance_of_the_key_it_names(
+    cast: Cast, three_a_minute: list[float]
+) -> None:
+    token = make_api_key(tenant=cast.tenant_a, user=cast.bob)
+    prefix = token.rsplit("_", 1)[0]
+    impostor = _client_with(f"{prefix}_{'x' * 32}")
+
+    assert [impostor.get("/api/v1/sessions/").status_code for _ in range(4)] == [401, 401, 401, 401]
+    owner = _client_with(token)
+    assert [owner.get("/api/v1/sessions/").status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+@needs_redis
+@pytest.mark.django_db
+def test_a_keys_count_is_in_redis_before_its_key_is_found(
+    cast: Cast, three_a_minute: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = make_api_key(tenant=cast.tenant_a, user=cast.bob)
+    window = int(three_a_minute[0] // 60)
+    counter = f"throttle_actor_{token_ident(token)}:{window}"
+    seen_during_lookup: list[Any] = []
+    look_up = authentication._api_key_with_prefix
+
+    def slow_lookup(prefix: str) -> Any:
+        time.sleep(0.05)  # the count went out before this lookup: Redis has it by now
+        seen_during_lookup.append(caches["default"].get(counter))
+        return look_up(prefix)
+
+    monkeypatch.setattr(authentication, "_api_key_with_prefix", slow_lookup)
+    client = _client_with(token)
+
+    assert [client.get("/api/v1/sessions/").status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert seen_during_lookup == [1, 2, 3, 4]
+
+
+@needs_redis
+def test_an_answer_never_read_is_dropped_before_the_threads_next_count() -> None:
+    cache = caches["default"]
+    assert isinstance(cache, SharedRedisCache)
+    prefix = f"agentry-test-{uuid.uuid4()}"
+    cache.set(f"{prefix}-previous", 41)
+    cache.start_increment_and_read(f"{prefix}-abandoned", f"{prefix}-none", ttl=60)  # its request failed
+
+    counts = cache.start_increment_and_read(f"{prefix}-current", f"{prefix}-previous", ttl=60).result()
+
+    assert counts == (1, 41)

@@ -7,9 +7,16 @@ window, and the limit applies to the current window's count plus the previous wi
 weighted by how much of it still overlaps the sliding window (the usual sliding-window
 counter). A request counts as soon as it arrives, refused or not: a client that keeps
 hammering stays limited.
+
+An API key's requests are counted under its token's digest, which is known before the key is
+looked up: the count goes to Redis while the database finds the key (``start_token_count``),
+so the limit costs the request no round trip of its own. The digest, unlike the key's public
+prefix, cannot be spent by someone who has seen only the prefix.
 """
 
+import hashlib
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.cache import caches
@@ -17,7 +24,22 @@ from django.core.cache.backends.base import BaseCache
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from core.cache import SharedRedisCache
+from core.cache import PendingCounts, SharedRedisCache
+
+# Where a request keeps the count its authentication started (``start_token_count``).
+STARTED_COUNT_ATTRIBUTE = "_started_actor_count"
+
+
+def token_ident(token: str) -> str:
+    """The rate limit's bucket for a bearer token (an API key's requests)."""
+    return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+
+
+@dataclass
+class StartedCount:
+    key: str
+    now: float
+    pending: PendingCounts
 
 
 class ActorRateThrottle(SimpleRateThrottle):
@@ -32,7 +54,7 @@ class ActorRateThrottle(SimpleRateThrottle):
     def get_cache_key(self, request: Request, view: Any) -> str:
         api_key = getattr(request, "auth", None)
         if api_key is not None and hasattr(api_key, "pk"):
-            ident = f"key:{api_key.pk}"
+            ident = getattr(api_key, "rate_limit_ident", None) or f"key:{api_key.pk}"
         elif request.user and request.user.is_authenticated:
             ident = f"user:{request.user.pk}"
         else:
@@ -45,11 +67,17 @@ class ActorRateThrottle(SimpleRateThrottle):
         key = self.get_cache_key(request, view)
         if key is None:
             return True
-        now = self.timer()
-        window, elapsed = divmod(now, self.duration)
-        current, previous = count_in_windows(
-            caches["default"], f"{key}:{int(window)}", f"{key}:{int(window) - 1}", ttl=2 * self.duration
-        )
+        started: StartedCount | None = getattr(request, STARTED_COUNT_ATTRIBUTE, None)
+        if started is not None and started.key == key:
+            now = started.now
+            current, previous = started.pending.result()
+        else:
+            now = self.timer()
+            window = int(now // self.duration)
+            current, previous = count_in_windows(
+                caches["default"], f"{key}:{window}", f"{key}:{window - 1}", ttl=2 * self.duration
+            )
+        elapsed = now % self.duration
         self._wait_seconds = seconds_until_allowed(
             current=current,
             previous=previous,
@@ -61,6 +89,32 @@ class ActorRateThrottle(SimpleRateThrottle):
 
     def wait(self) -> float | None:
         return self._wait_seconds or None
+
+    def start_count(self, request: Request, ident: str) -> None:
+        """Send this request's count for ``ident`` now, for ``allow_request`` to read (Redis only)."""
+        cache = caches["default"]
+        if self.rate is None or self.duration is None:
+            return
+        if not isinstance(cache, SharedRedisCache) or not cache.has_one_server:
+            return  # the other caches answer in-process or from disk: nothing to overlap
+        key = self.cache_format % {"scope": self.scope, "ident": ident}
+        now = self.timer()
+        window = int(now // self.duration)
+        pending = cache.start_increment_and_read(
+            f"{key}:{window}", f"{key}:{window - 1}", ttl=2 * self.duration
+        )
+        setattr(request, STARTED_COUNT_ATTRIBUTE, StartedCount(key=key, now=now, pending=pending))
+
+
+def start_token_count(request: Request, token: str) -> str:
+    """Start counting a bearer token's request before its key is looked up; returns its ident.
+
+    The throttle reads the count after authentication, as it would have made it; a request
+    refused before that (an unknown key) leaves its count unread, in a bucket no key uses.
+    """
+    ident = token_ident(token)
+    ActorRateThrottle().start_count(request, ident)
+    return ident
 
 
 def count_in_windows(cache: BaseCache, current_key: str, previous_key: str, *, ttl: int) -> tuple[int, int]:
