@@ -542,6 +542,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory with the logs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the markdown tables")
+    parser.add_argument(
+        "--drive",
+        action="store_true",
+        help="measure one websocket message per scenario name read from stdin (bench/compare.py)",
+    )
     arguments = parser.parse_args(argv)
     if arguments.messages < 1 or arguments.warmup < 0:
         parser.error("--messages must be at least 1 and --warmup at least 0")
@@ -616,6 +621,22 @@ def fake_model() -> Iterator[FakeModelProcess]:
         server.close()
 
 
+def serve_commands(bench: AgentTurnBench, scenarios: list[Scenario], *, warmup: int) -> None:
+    """``--drive``: after the warm-up, one message per scenario name read from stdin, each
+    answered on stdout with one JSON line (``total_ms``, ``pickup_ms``); stops at the input's end.
+    For bench/compare.py, which alternates two checkouts message by message."""
+    for scenario in scenarios:
+        for _ in range(warmup):
+            bench.measure_message(scenario, "websocket")
+    print(json.dumps({"ready": True}), flush=True)
+    by_name: dict[str, Scenario] = {name: name for name in SCENARIOS}
+    for line in sys.stdin:
+        if line.strip() not in by_name:
+            raise BenchError(f"unknown scenario {line.strip()!r} on stdin")
+        sample, _run_id = bench.measure_message(by_name[line.strip()], "websocket")
+        print(json.dumps({"total_ms": sample.total_ms, "pickup_ms": sample.pickup_ms}), flush=True)
+
+
 def run_bench(arguments: argparse.Namespace) -> tuple[dict[str, Any], list[ScenarioResult]]:
     scenarios: list[Scenario] = [name for name in SCENARIOS if name in arguments.scenarios.split(",")]
     observers: list[Observer] = [
@@ -645,6 +666,11 @@ def run_bench(arguments: argparse.Namespace) -> tuple[dict[str, Any], list[Scena
                 bench.create_agent()
                 bench.measure_message("plain", "poll")  # the first run waits for the cluster to come up
                 is_websocket_available, reason = bench.websocket_is_available()
+                if arguments.drive:
+                    if not is_websocket_available:
+                        raise BenchError(f"--drive measures at a websocket: {reason}")
+                    serve_commands(bench, scenarios, warmup=options.warmup)
+                    return {}, []
                 if "websocket" in observers and not is_websocket_available:
                     observers.remove("websocket")
                 results = [
@@ -682,7 +708,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("bench interrupted; processes stopped and files removed")
         return 130
-    print(json.dumps(report, indent=2) if arguments.json else markdown_report(report, results))
+    if not arguments.drive:
+        print(json.dumps(report, indent=2) if arguments.json else markdown_report(report, results))
     return 0
 
 

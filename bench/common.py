@@ -29,7 +29,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout whose code the stack runs: this one, or another one's (``BENCH_APP_ROOT``, which
+# bench/compare.py sets to measure two checkouts with the same bench, interpreter and packages).
+ROOT = Path(os.environ.get("BENCH_APP_ROOT") or Path(__file__).parent.parent).resolve()
 PYTHON = sys.executable
 # Settings the stack decides; inherited values would point the bench at someone else's services.
 STACK_OWNED_VARIABLES = frozenset(

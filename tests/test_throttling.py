@@ -5,6 +5,7 @@ import uuid
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings
 from django.core.cache import caches
 from rest_framework.test import APIClient
@@ -122,3 +123,17 @@ def test_an_answer_never_read_is_dropped_before_the_threads_next_count() -> None
     counts = cache.start_increment_and_read(f"{prefix}-current", f"{prefix}-previous", ttl=60).result()
 
     assert counts == (1, 41)
+
+
+@needs_redis
+@pytest.mark.django_db
+def test_a_count_that_cannot_start_early_is_made_by_the_throttle(
+    cast: Cast, three_a_minute: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise redis.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(SharedRedisCache, "start_increment_and_read", unreachable)
+    client = _client_with(make_api_key(tenant=cast.tenant_a, user=cast.bob))
+
+    assert [client.get("/api/v1/sessions/").status_code for _ in range(4)] == [200, 200, 200, 429]

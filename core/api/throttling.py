@@ -21,6 +21,7 @@ from typing import Any
 
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
+from redis.exceptions import RedisError
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -100,9 +101,12 @@ class ActorRateThrottle(SimpleRateThrottle):
         key = self.cache_format % {"scope": self.scope, "ident": ident}
         now = self.timer()
         window = int(now // self.duration)
-        pending = cache.start_increment_and_read(
-            f"{key}:{window}", f"{key}:{window - 1}", ttl=2 * self.duration
-        )
+        try:
+            pending = cache.start_increment_and_read(
+                f"{key}:{window}", f"{key}:{window - 1}", ttl=2 * self.duration
+            )
+        except (RedisError, OSError):
+            return  # allow_request counts as it always could, and reports what fails then
         setattr(request, STARTED_COUNT_ATTRIBUTE, StartedCount(key=key, now=now, pending=pending))
 
 
