@@ -42,7 +42,6 @@ class Driver:
     """One checkout's stack, driven one message at a time through ``agent_turn.py --drive``."""
 
     label: str
-    app_root: Path
     process: subprocess.Popen[str]
     samples: dict[str, list[float]] = field(default_factory=dict)
 
@@ -102,7 +101,7 @@ def start_driver(label: str, app_root: Path, arguments: argparse.Namespace, *, s
     process = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
     )
-    return Driver(label=label, app_root=app_root, process=process)
+    return Driver(label=label, process=process)
 
 
 def alternate(this: Driver, baseline: Driver, scenarios: list[str], messages: int) -> None:

@@ -6,12 +6,13 @@ connection just to count its throttle (about 1 ms). redis-py clients and pools a
 thread-safe, so one per process and configuration is enough.
 """
 
-import os
 import threading
 from typing import Any
 
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from django.utils.functional import cached_property
+
+from core.redis_replies import RepliesReadLater
 
 _clients: dict[tuple[Any, ...], RedisCacheClient] = {}
 _lock = threading.Lock()
@@ -57,66 +58,38 @@ class SharedRedisCache(RedisCache):
         counter = self.make_and_validate_key(increment_key)
         other = self.make_and_validate_key(read_key)
         pool = self._cache.get_client(counter, write=True).connection_pool
-        connection = _ThreadConnection.of(pool)
-        connection.send([("INCR", counter), ("EXPIRE", counter, ttl), ("GET", other)])
-        return PendingCounts(connection)
+        replies = _thread_replies.of(pool)
+        if replies.is_open_in_this_process():
+            replies.read(replies.unread_replies)
+        replies.send([("INCR", counter), ("EXPIRE", counter, ttl), ("GET", other)])
+        return PendingCounts(replies)
 
 
-class _ThreadConnection:
-    """A thread's own connection for answers read later. An answer never read (its request
-    failed before it) is read and dropped before the next send: it arrived long before."""
+class _ThreadReplies(threading.local):
+    """Each thread's connections (one per pool) for counts read later. A count never read (its
+    request failed before the throttle) is read and dropped before that thread's next one: it
+    arrived long before."""
 
-    _local = threading.local()
+    def __init__(self) -> None:
+        self.by_pool: dict[int, RepliesReadLater] = {}
 
-    def __init__(self, pool: Any) -> None:
-        self._connection = pool.make_connection()
-        self._unread = 0
+    def of(self, pool: Any) -> RepliesReadLater:
+        replies = self.by_pool.get(id(pool))
+        if replies is None:
+            replies = self.by_pool[id(pool)] = RepliesReadLater(pool)
+        return replies
 
-    @classmethod
-    def of(cls, pool: Any) -> "_ThreadConnection":
-        """The calling thread's connection to ``pool``'s server."""
-        connections: dict[int, _ThreadConnection] | None = getattr(cls._local, "connections", None)
-        if connections is None or getattr(cls._local, "pid", None) != os.getpid():
-            connections = cls._local.connections = {}  # a forked child opens its own
-            cls._local.pid = os.getpid()
-        connection = connections.get(id(pool))
-        if connection is None:
-            connection = connections[id(pool)] = cls(pool)
-        return connection
 
-    def send(self, commands: list[tuple[Any, ...]]) -> None:
-        try:
-            while self._unread:
-                self._connection.read_response()
-                self._unread -= 1
-            self._connection.send_packed_command(self._connection.pack_commands(commands))
-        except BaseException:
-            self._reset()
-            raise
-        self._unread = len(commands)
-
-    def read(self, count: int) -> list[Any]:
-        """The next ``count`` answers, in order."""
-        try:
-            answers = [self._connection.read_response() for _ in range(count)]
-        except BaseException:
-            self._reset()
-            raise
-        self._unread -= count
-        return answers
-
-    def _reset(self) -> None:
-        self._connection.disconnect()  # what was unread goes with the socket
-        self._unread = 0
+_thread_replies = _ThreadReplies()
 
 
 class PendingCounts:
     """The answer to a ``start_increment_and_read``."""
 
-    def __init__(self, connection: _ThreadConnection) -> None:
-        self._connection = connection
+    def __init__(self, replies: RepliesReadLater) -> None:
+        self._replies = replies
 
     def result(self) -> tuple[int, int]:
         """(this window's count with this request, the other window's count)."""
-        current, _expire, previous = self._connection.read(3)
+        current, _expire, previous = self._replies.read(3)
         return int(current), int(previous or 0)

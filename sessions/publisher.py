@@ -18,7 +18,6 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import os
 import threading
 import time
 from functools import cache
@@ -31,6 +30,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from core.redis_replies import RepliesReadLater
+
 logger = logging.getLogger(__name__)
 
 # An unreachable Redis costs an emitter at most this long, once per PAUSE_AFTER_FAILURE_SECONDS:
@@ -42,7 +43,7 @@ PAUSE_AFTER_FAILURE_SECONDS = 5.0
 MAX_UNREAD_REPLIES = 1000
 
 
-class PublishConnection:
+class PublishConnection(RepliesReadLater):
     """One Redis connection whose ``PUBLISH`` commands go out without waiting for their replies
     (thread-safe; a forked child opens its own).
 
@@ -54,51 +55,29 @@ class PublishConnection:
     """
 
     def __init__(self, url: str) -> None:
-        self._pool = redis.ConnectionPool.from_url(
-            url, socket_timeout=REDIS_TIMEOUT_SECONDS, socket_connect_timeout=REDIS_TIMEOUT_SECONDS
+        super().__init__(
+            redis.ConnectionPool.from_url(
+                url, socket_timeout=REDIS_TIMEOUT_SECONDS, socket_connect_timeout=REDIS_TIMEOUT_SECONDS
+            )
         )
         self._lock = threading.Lock()
-        self._connection: Any = None
-        self._pid = 0
-        self._unread = 0
         atexit.register(self.read_replies)
-
-    @property
-    def unread_replies(self) -> int:
-        return self._unread
 
     def publish(self, channel: str, message: bytes) -> None:
         with self._lock:
-            if self._connection is None or self._pid != os.getpid():
-                # An inherited connection's socket is the parent's: leave it to the parent.
-                self._connection, self._pid, self._unread = self._pool.make_connection(), os.getpid(), 0
-            try:
-                self._read_arrived_replies(wait_for_one=self._unread >= MAX_UNREAD_REPLIES)
-                self._connection.send_command("PUBLISH", channel, message)
-                self._unread += 1
-            except BaseException:
-                self._connection.disconnect()
-                self._connection = None
-                raise
+            if self.is_open_in_this_process():
+                if self.unread_replies >= MAX_UNREAD_REPLIES:
+                    self.read(1)
+                self.read_arrived()
+            self.send([("PUBLISH", channel, message)])
 
     def read_replies(self) -> None:
         """Wait for every outstanding reply: before a process exits, so that closing the socket
         with replies unread (which resets the connection) cannot cost Redis the last commands."""
         with self._lock:
-            if self._connection is None or self._pid != os.getpid():
-                return
-            with contextlib.suppress(redis.RedisError, OSError):
-                while self._unread:
-                    self._connection.read_response()
-                    self._unread -= 1
-
-    def _read_arrived_replies(self, *, wait_for_one: bool) -> None:
-        if wait_for_one:
-            self._connection.read_response()
-            self._unread -= 1
-        while self._unread and self._connection.can_read(timeout=0):
-            self._connection.read_response()
-            self._unread -= 1
+            if self.is_open_in_this_process():
+                with contextlib.suppress(redis.RedisError, OSError):
+                    self.read(self.unread_replies)
 
 
 class DirectPublisher:

@@ -1,6 +1,5 @@
 """``bench/compare.py``: where each side's stack goes, and how the pairs are summed up."""
 
-from pathlib import Path
 from typing import Any
 
 from bench.compare import Driver, _next_redis_database, _suffixed_database, summary
@@ -8,7 +7,7 @@ from bench.compare import Driver, _next_redis_database, _suffixed_database, summ
 
 def _driver(label: str, totals: list[float]) -> Driver:
     process: Any = None  # summary reads samples only
-    return Driver(label=label, app_root=Path("."), process=process, samples={"plain": totals})
+    return Driver(label=label, process=process, samples={"plain": totals})
 
 
 def test_each_side_gets_its_own_database_and_redis_database() -> None:

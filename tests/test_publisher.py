@@ -10,6 +10,7 @@ import redis
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from core import redis_replies
 from sessions import publisher
 from sessions.publisher import _take_waiting
 
@@ -173,7 +174,7 @@ def test_a_forked_child_publishes_on_a_connection_of_its_own(monkeypatch: pytest
     connection = publisher.PublishConnection(settings.REDIS_URL)
     connection.publish("agentry-test-fork", b"parent")
     parents = connection._connection
-    monkeypatch.setattr(publisher.os, "getpid", lambda: -1)
+    monkeypatch.setattr(redis_replies.os, "getpid", lambda: -1)
 
     connection.publish("agentry-test-fork", b"child")
 
