@@ -314,9 +314,12 @@ class SessionCompactionRecorder:
     def batch(self) -> AbstractContextManager[None]:
         return events_batched()
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
         self._step_count += 1
         return f"manual-compaction-{self._step_count}"
+
+    def store_held_writes(self) -> None:
+        """Nothing is held: the one event is stored when emitted."""
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         """The usage is stored on the snapshot."""

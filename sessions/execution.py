@@ -198,6 +198,9 @@ class _NoTools:
     def timeout_for(self, name: str) -> float:
         return 0.0
 
+    def is_read_only(self, name: str) -> bool:
+        return True  # no tool runs: the call is answered as unknown
+
     def execute(self, call: ToolCallRequested, *, should_stop: Callable[[], bool]) -> ToolOutcome:
         return ToolOutcome(content=f"there is no tool named {call.name!r}", is_error=True)
 

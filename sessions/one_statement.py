@@ -337,6 +337,29 @@ def store_answer_and_insert_steps(
     return bool(answer_rows), bool(step_rows)
 
 
+def store_answer_append_message_and_insert_steps(
+    answer: AnswerCompletion, message: Message, steps: list[Step], *, events: list[PendingEvent]
+) -> tuple[bool, bool]:
+    """A model call's answer asking for tools, the results message, then steps with their
+    events (the tool calls, started and ended, and the next model call): one round trip and one
+    commit, where it would otherwise take two.
+
+    Returns (answer stored, message and steps stored). The message and the steps are conditional
+    on the answer's step being completed at the version the first statement gave it.
+    """
+    answer_rows, appended_rows, step_rows = write_in_one_transaction(
+        [
+            _answer_statement(answer),
+            _append_message_statement(message, events=[], after_completing=answer.step),
+            _insert_steps_statement(steps, events=events, after_completing=answer.step),
+        ]
+    )
+    _announce_together(answer.step.run.session_id, [(answer_rows, answer.events), (step_rows, events)])
+    if step_rows:
+        _mark_saved(steps)
+    return bool(answer_rows), bool(appended_rows) and bool(step_rows)
+
+
 def _insert_steps_statement(
     steps: list[Step], *, events: list[PendingEvent], after_completing: Step | None = None
 ) -> tuple[str, list[Any]]:

@@ -88,9 +88,15 @@ class DjangoRunRecorder:
         #   not kept from watchers while other calls run.
         # Anything else the recorder writes first stores them before it, and so must any other
         # writer of the run's events (``store_held_writes``).
+        # - the starts of read-only tool calls (``start_step(may_hold=True)``), held with the
+        #   answer that asked for them, to be stored with their ends: with the results message and
+        #   the next model call's start, or when the loop stops waiting (``store_held_writes``).
         self.holds_writes = False
         self._held_answer: one_statement.AnswerCompletion | None = None
         self._held_tool_completion: one_statement.ToolCompletion | None = None
+        self._held_steps: list[Step] = []
+        self._held_step_events: list[PendingEvent] = []
+        self._holdable_step_ids: set[str] = set()  # unsaved steps started with may_hold
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -118,8 +124,16 @@ class DjangoRunRecorder:
         """
         message, self._unsaved_message = self._unsaved_message, None
         steps, self._unsaved_steps = self._unsaved_steps, []
+        holdable_ids, self._holdable_step_ids = self._holdable_step_ids, set()
         if self._held_answer is not None and steps and message is None:
+            if self._can_hold(steps, holdable_ids):
+                self._held_steps = steps
+                self._held_step_events = take_batched_events(self.run.session_id)
+                return
             self._store_held_answer_with_steps(steps)
+            return
+        if self._held_steps and self._held_answer is not None and message is not None and steps:
+            self._store_held_steps_with(message, steps)
             return
         if (
             self._held_tool_completion is not None
@@ -141,16 +155,43 @@ class DjangoRunRecorder:
         else:
             one_statement.insert_steps(steps, events=events)
 
-    def _store_held_answer_with_steps(self, steps: list[Step]) -> None:
+    def _can_hold(self, steps: list[Step], holdable_ids: set[str]) -> bool:
+        return (
+            self.holds_writes and not self._held_steps and all(str(step.pk) in holdable_ids for step in steps)
+        )
+
+    def _store_held_answer_with_steps(
+        self, steps: list[Step], *, events: list[PendingEvent] | None = None
+    ) -> None:
+        """The held answer, then ``steps`` with ``events`` (by default the batch's)."""
         held, self._held_answer = self._held_answer, None
         assert held is not None
-        events = take_batched_events(self.run.session_id)
+        if events is None:
+            events = take_batched_events(self.run.session_id)
         answer_stored, _steps_inserted = one_statement.store_answer_and_insert_steps(
             held, steps, events=events
         )
         if not answer_stored:  # nothing was written: the steps were conditional on the answer
             raise stale_answer(held)
         self._count_completed(held.step, output=held.output, tokens=held.tokens)
+
+    def _store_held_steps_with(self, message: Message, steps: list[Step]) -> None:
+        """The held answer, the held tool calls (ended by now), the results message and the next
+        steps, each with its events: one round trip where holding nothing takes two."""
+        held, self._held_answer = self._held_answer, None
+        assert held is not None
+        tool_steps, self._held_steps = self._held_steps, []
+        events = [*self._take_held_step_events(), *take_batched_events(self.run.session_id)]
+        answer_stored, _stored = one_statement.store_answer_append_message_and_insert_steps(
+            held, message, [*tool_steps, *steps], events=events
+        )
+        if not answer_stored:  # nothing was written: the rest was conditional on the answer
+            raise stale_answer(held)
+        self._count_completed(held.step, output=held.output, tokens=held.tokens)
+
+    def _take_held_step_events(self) -> list[PendingEvent]:
+        events, self._held_step_events = self._held_step_events, []
+        return events
 
     def _store_held_tool_completion_with(self, message: Message, steps: list[Step]) -> None:
         held, self._held_tool_completion = self._held_tool_completion, None
@@ -201,7 +242,7 @@ class DjangoRunRecorder:
             data = redact_tool_arguments(data)
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
         step = Step(
             run=self.run,
             index=self._next_step_index,
@@ -214,6 +255,8 @@ class DjangoRunRecorder:
         if self._batch_depth and connection.vendor == "postgresql":
             self._store_deferred_completion_first()
             self._unsaved_steps.append(step)  # inserted with the batch's events (batch)
+            if may_hold:
+                self._holdable_step_ids.add(str(step.pk))
         else:
             self._store_held_first()
             step.save(force_insert=True)
@@ -224,6 +267,9 @@ class DjangoRunRecorder:
         return str(step.pk)
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
+        if any(held is self._steps[step_id] for held in self._held_steps):
+            self._complete_held_step(self._steps.pop(step_id), output=output)
+            return
         self._store_held_first()
         step = self._steps.pop(step_id)
         tokens = _usage_fields(usage)
@@ -242,6 +288,20 @@ class DjangoRunRecorder:
 
     def _has_running_tool_calls(self) -> bool:
         return any(step.kind == "tool_call" for step in self._steps.values())
+
+    def _complete_held_step(self, step: Step, *, output: dict[str, Any]) -> None:
+        """A held tool call ends before its start was stored: it will be inserted completed, as
+        the transition would have left it, after the events of its start."""
+        require_step_transition(step, StepStatus.COMPLETED)
+        step.status, step.version = StepStatus.COMPLETED, step.version + 1
+        step.output, step.finished_at = redact_tool_arguments(output), timezone.now()
+        self._held_step_events += [
+            *take_batched_events(self.run.session_id),
+            PendingEvent(
+                self.run.session_id, self.run.pk, "step.completed", _completed_data(step), step.finished_at
+            ),
+        ]
+        self._count_completed(step, output=output, tokens={})
 
     def _hold_tool_completion(self, step: Step, *, output: dict[str, Any]) -> None:
         require_step_transition(step, StepStatus.COMPLETED)
@@ -340,6 +400,13 @@ class DjangoRunRecorder:
         self._count_completed(answer.step, output=answer.output, tokens=answer.tokens)
 
     def _store_held_first(self) -> None:
+        if self._held_steps:
+            steps, self._held_steps = self._held_steps, []
+            events = self._take_held_step_events()
+            if self._held_answer is not None:
+                self._store_held_answer_with_steps(steps, events=events)
+            else:
+                one_statement.insert_steps(steps, events=events)
         if self._held_answer is not None:
             held, self._held_answer = self._held_answer, None
             self._store_answer(held)
@@ -356,6 +423,8 @@ class DjangoRunRecorder:
     def take_held_answer(self) -> one_statement.AnswerCompletion | None:
         """The held-back answer, for the run's end to store (PostgreSQL). The run in memory
         counts its tokens from here on, as the end's event reports them."""
+        if self._held_steps:  # the answer asked for tools: it goes first, with them
+            self._store_held_first()
         held, self._held_answer = self._held_answer, None
         self._store_held_first()  # a held tool call's end (the loop recorded its results after it)
         if held is not None:

@@ -494,11 +494,18 @@ def test_a_held_answer_is_stored_before_whatever_the_recorder_writes_next(cast: 
     assert recorder.take_held_answer() is None
 
 
-def _start_the_tool_calls(recorder: DjangoRunRecorder, call_ids: list[str]) -> list[str]:
-    """What ``run_tool_calls`` does: the batch's steps and their tool.call events."""
+def _start_the_tool_calls(
+    recorder: DjangoRunRecorder, call_ids: list[str], *, may_hold: bool = False
+) -> list[str]:
+    """What ``run_tool_calls`` does: the batch's steps and their tool.call events.
+
+    ``may_hold``: the calls are read-only (the recorder may store their starts with their ends).
+    """
     with recorder.batch():
         step_ids = [
-            recorder.start_step(kind="tool_call", input={"tool_call_id": call_id, "name": "calculator"})
+            recorder.start_step(
+                kind="tool_call", input={"tool_call_id": call_id, "name": "calculator"}, may_hold=may_hold
+            )
             for call_id in call_ids
         ]
         for call_id in call_ids:
@@ -697,6 +704,153 @@ def test_a_held_tool_end_is_stored_before_the_runs_end(cast: Cast) -> None:
     )
     held_types = ["tool.result", "step.completed"] if connection.vendor == "postgresql" else []
     assert _types_after(session, seq_before) == [*held_types, "run.status", "run.failed"]
+
+
+ANSWERING = ["message.completed", "step.completed", "usage"]
+STARTING_TWO_CALLS = ["step.started", "step.started", "tool.call", "tool.call"]
+ENDING_TWO_CALLS = ["tool.result", "step.completed", "tool.result", "step.completed"]
+NEXT_MODEL_CALL = ["step.started", "message.started"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_read_only_calls_that_end_quickly_are_stored_started_and_ended_with_the_next_model_call(
+    cast: Cast, announced: list[list[str]]
+) -> None:
+    session, run, recorder, answer_step_id = _a_run_holding_its_last_answer(cast)
+    seq_before = session_events(session)[-1][0]
+    announced.clear()
+
+    with CaptureQueriesContext(connection) as held_queries:
+        tool_step_ids = _start_the_tool_calls(recorder, ["c1", "c2"], may_hold=True)
+        _record_tool_result(recorder, tool_step_ids[0], "c1")
+        _record_tool_result(recorder, tool_step_ids[1], "c2")
+    stored_while_held = Step.objects.filter(run=run).count()
+    with CaptureQueriesContext(connection) as next_queries:
+        model_step_id = _start_the_next_model_call(recorder, ["c1", "c2"])
+
+    # PostgreSQL: nothing is written until the next model call starts; then the answer, the
+    # results message and the four steps: three statements in one round trip, announced together.
+    if connection.vendor == "postgresql":
+        assert (len(held_queries), stored_while_held, len(next_queries)) == (0, 1, 3)
+        assert announced == [ANSWERING + STARTING_TWO_CALLS + ENDING_TWO_CALLS + NEXT_MODEL_CALL]
+    assert _types_after(session, seq_before) == (
+        (ANSWERING if connection.vendor == "postgresql" else [])
+        + STARTING_TWO_CALLS
+        + ENDING_TWO_CALLS
+        + NEXT_MODEL_CALL
+    )
+    steps = list(
+        Step.objects.filter(run=run)
+        .order_by("index")
+        .values_list("pk", "kind", "status", "version", "output", "started_at", "finished_at")
+    )
+    assert [(str(pk), kind, status, version) for pk, kind, status, version, *_rest in steps] == [
+        (answer_step_id, "model_call", StepStatus.COMPLETED, 1),
+        (tool_step_ids[0], "tool_call", StepStatus.COMPLETED, 1),
+        (tool_step_ids[1], "tool_call", StepStatus.COMPLETED, 1),
+        (model_step_id, "model_call", StepStatus.RUNNING, 0),
+    ]
+    for _pk, _kind, _status, _version, output, started_at, finished_at in steps[1:3]:
+        assert output == {"content": "2", "is_error": False}
+        assert started_at is not None and finished_at is not None and started_at < finished_at
+    assert list(Message.objects.filter(run=run).order_by("position").values_list("role", flat=True)) == [
+        "assistant",
+        "tool",
+    ]
+    assert Run.objects.filter(pk=run.pk).values_list("input_tokens", "model_calls").get() == (5, 1)
+    assert recorder.completed_tool_result("c1") == ToolOutcome(content="2", is_error=False)
+    seqs = [seq for seq, _type, _data in session_events(session)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_held_starts_are_stored_when_the_loop_stops_waiting_for_their_ends(
+    cast: Cast, announced: list[list[str]]
+) -> None:
+    session, run, recorder, _answer_step_id = _a_run_holding_its_last_answer(cast)
+    seq_before = session_events(session)[-1][0]
+    tool_step_ids = _start_the_tool_calls(recorder, ["c1", "c2"], may_hold=True)
+    _record_tool_result(recorder, tool_step_ids[0], "c1")  # c2 is slow
+    announced.clear()
+
+    with CaptureQueriesContext(connection) as queries:
+        recorder.store_held_writes()
+
+    # Watchers now see both calls, the quick one ended; the slow one goes on as usual.
+    if connection.vendor == "postgresql":
+        assert len(queries) == 2
+        assert announced == [ANSWERING + STARTING_TWO_CALLS + ENDING_TWO_CALLS[:2]]
+    assert list(Step.objects.filter(run=run).order_by("index").values_list("kind", "status")) == [
+        ("model_call", StepStatus.COMPLETED),
+        ("tool_call", StepStatus.COMPLETED),
+        ("tool_call", StepStatus.RUNNING),
+    ]
+    _record_tool_result(recorder, tool_step_ids[1], "c2")
+    _start_the_next_model_call(recorder, ["c1", "c2"])
+    assert _types_after(session, seq_before) == (
+        (ANSWERING if connection.vendor == "postgresql" else [])
+        + STARTING_TWO_CALLS
+        + ENDING_TWO_CALLS
+        + NEXT_MODEL_CALL
+    )
+    assert list(Step.objects.filter(run=run).order_by("index").values_list("status", flat=True)) == [
+        StepStatus.COMPLETED,
+        StepStatus.COMPLETED,
+        StepStatus.COMPLETED,
+        StepStatus.RUNNING,
+    ]
+    seqs = [seq for seq, _type, _data in session_events(session)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.django_db
+def test_held_calls_are_stored_before_the_results_and_the_runs_end(cast: Cast) -> None:
+    session, run, recorder, _answer_step_id = _a_run_holding_its_last_answer(cast)
+    seq_before = session_events(session)[-1][0]
+    [tool_step_id] = _start_the_tool_calls(recorder, ["c1"], may_hold=True)
+    _record_tool_result(recorder, tool_step_id, "c1")
+    results = ChatMessage(
+        role="user", content=[{"type": "tool_result", "tool_call_id": "c1", "content": "2"}]
+    )
+
+    # The loop stops before another model call (max_steps): its results join the transcript alone.
+    recorder.append_message(results)
+    run_finish(
+        run, status=S.COMPLETED, stop_reason="max_steps", is_current=True, answer=recorder.take_held_answer()
+    )
+
+    assert _types_after(session, seq_before) == (
+        (ANSWERING if connection.vendor == "postgresql" else [])
+        + ["step.started", "tool.call", "tool.result", "step.completed", "run.status", "run.completed"]
+    )
+    assert list(Step.objects.filter(run=run).order_by("index").values_list("kind", "status")) == [
+        ("model_call", StepStatus.COMPLETED),
+        ("tool_call", StepStatus.COMPLETED),
+    ]
+    assert list(Message.objects.filter(run=run).order_by("position").values_list("role", flat=True)) == [
+        "assistant",
+        "tool",
+    ]
+    assert Run.objects.filter(pk=run.pk).values_list("status", "input_tokens").get() == (S.COMPLETED, 5)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="answers are held back on PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_held_calls_of_an_answer_whose_step_went_stale_store_nothing(cast: Cast) -> None:
+    session, run, recorder, answer_step_id = _a_run_holding_its_last_answer(cast)
+    [tool_step_id] = _start_the_tool_calls(recorder, ["c1"], may_hold=True)
+    _record_tool_result(recorder, tool_step_id, "c1")
+    Step.objects.filter(pk=answer_step_id).update(version=F("version") + 1)
+    events_before = session_events(session)
+
+    with pytest.raises(StaleAnswer):
+        _start_the_next_model_call(recorder, ["c1"])
+
+    assert list(Step.objects.filter(run=run).values_list("kind", "status")) == [
+        ("model_call", StepStatus.RUNNING)
+    ]
+    assert not Message.objects.filter(run=run).exists()
+    assert session_events(session) == events_before
 
 
 @pytest.mark.django_db

@@ -59,6 +59,10 @@ class DjangoToolProvider:
         tool = self.toolset.tools.get(name)
         return float(tool.timeout_seconds) if tool else 30.0
 
+    def is_read_only(self, name: str) -> bool:
+        tool = self.toolset.tools.get(name)
+        return tool is not None and tool.is_read_only
+
     def execute(self, call: ToolCallRequested, *, should_stop: Any) -> ToolOutcome:
         tool = self.toolset.tools.get(call.name)
         if tool is None or not self.toolset.decisions[call.name].is_allowed:

@@ -240,11 +240,13 @@ BUILTIN_TOOLS: dict[str, ToolEntry] = {
 class StaticToolProvider:
     """A ``ToolProvider`` over plain functions: ``{name: (spec, function, timeout_seconds)}``.
 
-    Arguments are passed as keywords; a function returns the text the model sees.
+    Arguments are passed as keywords; a function returns the text the model sees. Only the
+    tools named in ``read_only`` count as changing nothing.
     """
 
-    def __init__(self, tools: dict[str, ToolEntry]) -> None:
+    def __init__(self, tools: dict[str, ToolEntry], *, read_only: frozenset[str] = frozenset()) -> None:
         self._tools = dict(tools)
+        self._read_only = read_only
 
     def specs(self) -> list[ToolSpec]:
         return [spec for spec, _function, _timeout in self._tools.values()]
@@ -253,6 +255,9 @@ class StaticToolProvider:
         # An unknown tool still gets a timeout: ``execute`` fails it at once.
         entry = self._tools.get(name)
         return entry[2] if entry else DEFAULT_TOOL_TIMEOUT_SECONDS
+
+    def is_read_only(self, name: str) -> bool:
+        return name in self._read_only and name in self._tools
 
     def execute(self, call: ToolCallRequested, *, should_stop: Callable[[], bool]) -> ToolOutcome:
         entry = self._tools.get(call.name)

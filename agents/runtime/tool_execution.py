@@ -28,6 +28,10 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.05
 # Thread pools of finished batches kept for the next batches (per process).
 IDLE_TOOL_POOLS = 8
+# How long the starts of a batch of read-only calls may wait to be stored with their ends: a
+# quick call then costs one write instead of two, and watchers see its start this much later
+# at most. Running such a call again changes nothing, so a start lost in a crash loses nothing.
+HELD_START_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -122,13 +126,16 @@ def run_tool_calls(
     width = max(1, min(max_parallel, len(fresh_calls)))
     executor = tool_threads.lend(width)
     submitted: list[Future[ToolOutcome]] = []
+    may_hold = all(tools.is_read_only(call.name) for call in fresh_calls)
     try:
         with recorder.batch():
             running = [
-                _submit(call, executor, tools=tools, recorder=recorder, stop=stop) for call in fresh_calls
+                _submit(call, executor, tools=tools, recorder=recorder, stop=stop, may_hold=may_hold)
+                for call in fresh_calls
             ]
         submitted = [item.future for item in running]
-        _collect(running, recorder=recorder, stop=stop, outcomes=outcomes)
+        held_until = time.monotonic() + HELD_START_SECONDS if may_hold else None
+        _collect(running, recorder=recorder, stop=stop, outcomes=outcomes, held_until=held_until)
     finally:
         all_returned = bool(submitted) and all(future.done() for future in submitted)
         tool_threads.give_back(width, executor, all_returned=all_returned)
@@ -147,9 +154,12 @@ def _submit(
     tools: ToolProvider,
     recorder: RunRecorder,
     stop: StopSignal,
+    may_hold: bool,
 ) -> _RunningCall:
     step_id = recorder.start_step(
-        kind="tool_call", input={"tool_call_id": call.id, "name": call.name, "arguments": call.arguments}
+        kind="tool_call",
+        input={"tool_call_id": call.id, "name": call.name, "arguments": call.arguments},
+        may_hold=may_hold,
     )
     recorder.emit("tool.call", {"tool_call_id": call.id, "name": call.name, "arguments": call.arguments})
     control = _CallControl()
@@ -181,16 +191,27 @@ def _collect(
     recorder: RunRecorder,
     stop: StopSignal,
     outcomes: dict[str, ToolOutcome],
+    held_until: float | None,
 ) -> None:
-    """Record outcomes as they arrive (completion order) until all are in or a stop is requested."""
+    """Record outcomes as they arrive (completion order) until all are in or a stop is requested.
+
+    ``held_until``: when the recorder may hold the calls' starts, the time to stop waiting for
+    their ends and have the recorder store what it holds.
+    """
     while running:
-        wait([item.future for item in running], timeout=_wait_seconds(running), return_when=FIRST_COMPLETED)
+        timeout = _wait_seconds(running)
+        if held_until is not None:
+            timeout = min(timeout, max(0.0, held_until - time.monotonic()))
+        wait([item.future for item in running], timeout=timeout, return_when=FIRST_COMPLETED)
         for item in list(running):
             outcome = _finished_outcome(item)
             if outcome is not None:
                 running.remove(item)
                 outcomes[item.call.id] = outcome
                 _record_result(item, outcome, recorder)
+        if running and held_until is not None and time.monotonic() >= held_until:
+            recorder.store_held_writes()  # slow calls: their starts are not kept from watchers
+            held_until = None
         if running and stop.check():
             for item in running:
                 item.control.abandoned.set()

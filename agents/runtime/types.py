@@ -188,6 +188,10 @@ class ToolProvider(Protocol):
         """Seconds the loop waits for one call of tool ``name``."""
         ...
 
+    def is_read_only(self, name: str) -> bool:
+        """Whether tool ``name`` changes nothing, so running a call of it again is harmless."""
+        ...
+
     def execute(self, call: ToolCallRequested, *, should_stop: Callable[[], bool]) -> ToolOutcome:
         """Run one call. May raise; the loop turns any exception into an error outcome."""
         ...
@@ -211,8 +215,16 @@ class RunRecorder(Protocol):
         """
         ...
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
-        """Open a Step and return its id."""
+    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
+        """Open a Step and return its id.
+
+        ``may_hold``: a read-only tool call expected to end soon. The recorder may store its start
+        together with its end, until ``store_held_writes`` is called.
+        """
+        ...
+
+    def store_held_writes(self) -> None:
+        """Store at once whatever the recorder holds back to store with a later write."""
         ...
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None: ...

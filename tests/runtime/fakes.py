@@ -67,6 +67,7 @@ class StepRecord:
     output: dict[str, Any] | None = None
     usage: Usage | None = None
     error: str | None = None
+    may_hold: bool = False
 
 
 @dataclass
@@ -79,6 +80,8 @@ class InMemoryRecorder:
     completed_results: dict[str, ToolOutcome] = field(default_factory=dict)
     requested_stop: StopRequestReason | None = None
     caller_threads: set[int] = field(default_factory=set)
+    # How many times the loop asked for held writes to be stored (this recorder holds none).
+    held_writes_stores: int = 0
     _step_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
@@ -89,11 +92,15 @@ class InMemoryRecorder:
         self._note_caller()
         return nullcontext()
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
         self._note_caller()
-        step = StepRecord(id=f"step-{next(self._step_ids)}", kind=kind, input=input)
+        step = StepRecord(id=f"step-{next(self._step_ids)}", kind=kind, input=input, may_hold=may_hold)
         self.steps.append(step)
         return step.id
+
+    def store_held_writes(self) -> None:
+        self._note_caller()
+        self.held_writes_stores += 1
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         self._note_caller()

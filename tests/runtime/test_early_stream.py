@@ -73,7 +73,7 @@ def test_the_model_request_goes_out_while_the_step_start_is_stored() -> None:
 
 
 class FailingStartRecorder(InMemoryRecorder):
-    def start_step(self, *, kind: StepKind, input: dict[str, object]) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, object], may_hold: bool = False) -> str:
         raise RuntimeError("the database went away")
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from agents.runtime import tool_execution
 from agents.runtime.builtin_tools import BUILTIN_TOOLS, StaticToolProvider, ToolEntry
 from agents.runtime.coalescer import DeltaCoalescer
 from agents.runtime.loop import STOPPED_TOOL_OUTCOME, LoopConfig, LoopResult, run_agent_loop
@@ -793,9 +794,9 @@ class _BatchNotingRecorder(InMemoryRecorder):
         yield
         self.calls.append("end")
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
         self.calls.append(f"start {kind}")
-        return super().start_step(kind=kind, input=input)
+        return super().start_step(kind=kind, input=input, may_hold=may_hold)
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         self.calls.append(f"append {message.role}")
@@ -823,3 +824,66 @@ def test_tool_results_of_a_loop_that_stops_before_the_next_call_are_still_record
     assert recorder.calls[-1] == "append user"
     assert [message.role for message, _usage in recorder.messages] == ["assistant", "user"]
     assert recorder.messages[-1][0].content == [result_block("call-1", "2")]
+
+
+def test_calls_of_read_only_tools_may_be_held_and_others_may_not() -> None:
+    tools = StaticToolProvider(
+        dict([tool("lookup", lambda: "found"), tool("send", lambda: "sent")]), read_only=frozenset({"lookup"})
+    )
+    model = ScriptedModel(
+        [
+            tool_turn(("call-1", "lookup", {})),
+            tool_turn(("call-2", "lookup", {}), ("call-3", "send", {})),
+            text_turn("done"),
+        ]
+    )
+    recorder = InMemoryRecorder()
+
+    run(model, tools, recorder)
+
+    # A batch is held only if every call in it is read-only; quick calls need no early store.
+    assert [
+        (step.input.get("tool_call_id"), step.may_hold) for step in recorder.steps if step.kind == "tool_call"
+    ] == [
+        ("call-1", True),
+        ("call-2", False),
+        ("call-3", False),
+    ]
+    assert recorder.held_writes_stores == 0
+
+
+class _StoreNotingRecorder(InMemoryRecorder):
+    """Notes what had been emitted each time the loop asked for held writes to be stored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emitted_at_stores: list[list[str]] = []
+
+    def store_held_writes(self) -> None:
+        super().store_held_writes()
+        self.emitted_at_stores.append(self.event_types())
+
+
+def _slow_lookup() -> str:
+    time.sleep(0.3)
+    return "late"
+
+
+def test_held_starts_are_stored_once_a_read_only_call_outlives_the_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tool_execution, "HELD_START_SECONDS", 0.02)
+    tools = StaticToolProvider(
+        dict([tool("slow", _slow_lookup), tool("quick", lambda: "soon")]),
+        read_only=frozenset({"slow", "quick"}),
+    )
+    model = ScriptedModel([tool_turn(("call-1", "slow", {}), ("call-2", "quick", {})), text_turn("done")])
+    recorder = _StoreNotingRecorder()
+
+    result = run(model, tools, recorder)
+
+    # Once, after the quick call's result and before the slow one's: watchers see the slow call.
+    assert result.stop_reason == "end_turn"
+    [emitted] = recorder.emitted_at_stores
+    assert emitted[-3:] == ["tool.call", "tool.call", "tool.result"]
+    assert [data["tool_call_id"] for data in recorder.events_of("tool.result")] == ["call-2", "call-1"]

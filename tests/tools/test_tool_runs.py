@@ -1,5 +1,7 @@
 """Tool policy inside real runs: caps, owner-only, schema validation, audit redaction."""
 
+import uuid
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -8,8 +10,11 @@ from sessions.tasks import execute_run
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
+from tools.builtins.base import ToolContext
 from tools.models import Tool, ToolPolicy
-from tools.registry import ensure_builtin_tools
+from tools.policy import Decision
+from tools.provider import DjangoToolProvider
+from tools.registry import RunToolset, ensure_builtin_tools
 
 pytestmark = pytest.mark.django_db
 
@@ -103,3 +108,25 @@ def test_secret_arguments_are_redacted_in_events_and_approvals(
     assert "sk-live-abcdef123456" not in str(
         list(RunEvent.objects.filter(run=run).values_list("data", flat=True))
     )
+
+
+def test_the_provider_reports_which_tools_are_read_only() -> None:
+    allowed = Decision(is_allowed=True, reason="")
+    toolset = RunToolset(
+        tools={
+            "lookup": Tool(name="lookup", is_read_only=True),
+            "send": Tool(name="send", is_read_only=False),
+        },
+        decisions={"lookup": allowed, "send": allowed},
+        max_calls_per_turn=8,
+        max_calls_per_run=8,
+        is_owner_run=True,
+    )
+    ids = uuid.uuid4()
+    context = ToolContext(
+        tenant_id=ids, agent_id=None, session_id=ids, run_id=ids, user_id=None, user_role="owner"
+    )
+
+    provider = DjangoToolProvider(toolset, context)
+
+    assert [provider.is_read_only(name) for name in ("lookup", "send", "missing")] == [True, False, False]
