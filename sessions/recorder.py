@@ -79,18 +79,18 @@ class DjangoRunRecorder:
         # PostgreSQL: a model call's end, stored with the answer the same batch appends (one
         # statement instead of two), else at the batch's end. Never alongside unsaved steps.
         self._deferred_completion: _StepCompletion | None = None
-        # PostgreSQL, once the run's executor sets ``holds_writes``, two writes wait for what
+        # PostgreSQL, once the run's executor sets ``holds_writes``, three writes wait for what
         # follows them, to be stored with it in one round trip and one commit:
         # - a model call's end and its answer: with the tool steps the answer starts (a batch's
         #   end), or with the run's end when the answer ends the loop (``take_held_answer``);
         # - the end of the last running tool call: with the results message and the next model
         #   call's start (a batch's end). An earlier call's end is stored at once: its result is
-        #   not kept from watchers while other calls run.
-        # Anything else the recorder writes first stores them before it, and so must any other
-        # writer of the run's events (``store_held_writes``).
+        #   not kept from watchers while other calls run;
         # - the starts of read-only tool calls (``start_step(may_hold=True)``), held with the
         #   answer that asked for them, to be stored with their ends: with the results message and
         #   the next model call's start, or when the loop stops waiting (``store_held_writes``).
+        # Anything else the recorder writes first stores them before it, and so must any other
+        # writer of the run's events (``store_held_writes``).
         self.holds_writes = False
         self._held_answer: one_statement.AnswerCompletion | None = None
         self._held_tool_completion: one_statement.ToolCompletion | None = None
@@ -125,7 +125,7 @@ class DjangoRunRecorder:
         message, self._unsaved_message = self._unsaved_message, None
         steps, self._unsaved_steps = self._unsaved_steps, []
         holdable_ids, self._holdable_step_ids = self._holdable_step_ids, set()
-        if self._held_answer is not None and steps and message is None:
+        if self._held_answer is not None and steps and message is None and not self._held_steps:
             if self._can_hold(steps, holdable_ids):
                 self._held_steps = steps
                 self._held_step_events = take_batched_events(self.run.session_id)
@@ -156,9 +156,7 @@ class DjangoRunRecorder:
             one_statement.insert_steps(steps, events=events)
 
     def _can_hold(self, steps: list[Step], holdable_ids: set[str]) -> bool:
-        return (
-            self.holds_writes and not self._held_steps and all(str(step.pk) in holdable_ids for step in steps)
-        )
+        return self.holds_writes and all(str(step.pk) in holdable_ids for step in steps)
 
     def _store_held_answer_with_steps(
         self, steps: list[Step], *, events: list[PendingEvent] | None = None

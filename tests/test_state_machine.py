@@ -564,6 +564,17 @@ def test_a_held_answer_is_stored_with_the_tool_steps_it_starts(
     assert recorder.take_held_answer() is None
 
 
+def _assert_nothing_written_after_the_model_calls_start(
+    session: Session, run: Run, events_before: list[tuple[int, str, dict[str, Any]]]
+) -> None:
+    """A stale held answer: neither it nor anything stored with it was written."""
+    assert list(Step.objects.filter(run=run).values_list("kind", "status")) == [
+        ("model_call", StepStatus.RUNNING)
+    ]
+    assert not Message.objects.filter(run=run).exists()
+    assert session_events(session) == events_before
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="answers are held back on PostgreSQL")
 @pytest.mark.django_db(transaction=True)
 def test_a_held_answer_whose_step_went_stale_starts_no_tool_steps(cast: Cast) -> None:
@@ -574,11 +585,7 @@ def test_a_held_answer_whose_step_went_stale_starts_no_tool_steps(cast: Cast) ->
     with pytest.raises(StaleAnswer):
         _start_the_tool_calls(recorder, ["c1"])
 
-    assert list(Step.objects.filter(run=run).values_list("kind", "status")) == [
-        ("model_call", StepStatus.RUNNING)
-    ]
-    assert not Message.objects.filter(run=run).exists()
-    assert session_events(session) == events_before
+    _assert_nothing_written_after_the_model_calls_start(session, run, events_before)
 
 
 @pytest.mark.django_db
@@ -846,11 +853,7 @@ def test_held_calls_of_an_answer_whose_step_went_stale_store_nothing(cast: Cast)
     with pytest.raises(StaleAnswer):
         _start_the_next_model_call(recorder, ["c1"])
 
-    assert list(Step.objects.filter(run=run).values_list("kind", "status")) == [
-        ("model_call", StepStatus.RUNNING)
-    ]
-    assert not Message.objects.filter(run=run).exists()
-    assert session_events(session) == events_before
+    _assert_nothing_written_after_the_model_calls_start(session, run, events_before)
 
 
 @pytest.mark.django_db
