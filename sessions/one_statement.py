@@ -317,47 +317,29 @@ def append_message_and_insert_steps(
 
 
 def store_answer_and_insert_steps(
-    answer: AnswerCompletion, steps: list[Step], *, events: list[PendingEvent]
+    answer: AnswerCompletion,
+    steps: list[Step],
+    *,
+    events: list[PendingEvent],
+    message: Message | None = None,
 ) -> tuple[bool, bool]:
-    """A model call's answer asking for tools, then the tool steps it starts with their events:
-    one round trip and one commit.
+    """A model call's answer asking for tools, then the steps with their events (the tool steps
+    it starts; or, held until the calls ended, those steps, ended, and the next model call's,
+    after ``message``, the results): one round trip and one commit.
 
-    Returns (answer stored, steps inserted). The steps are inserted only if the answer was: they
-    are conditional on the answer's step being completed at the version the first statement gave it.
+    Returns (answer stored, the rest stored). The rest is written only if the answer was: it is
+    conditional on the answer's step being completed at the version the first statement gave it.
     """
-    answer_rows, step_rows = write_in_one_transaction(
-        [
-            _answer_statement(answer),
-            _insert_steps_statement(steps, events=events, after_completing=answer.step),
-        ]
-    )
+    statements = [_answer_statement(answer)]
+    if message is not None:
+        statements.append(_append_message_statement(message, events=[], after_completing=answer.step))
+    statements.append(_insert_steps_statement(steps, events=events, after_completing=answer.step))
+    answer_rows, *rest_rows = write_in_one_transaction(statements)
+    step_rows = rest_rows[-1]
     _announce_together(answer.step.run.session_id, [(answer_rows, answer.events), (step_rows, events)])
     if step_rows:
         _mark_saved(steps)
-    return bool(answer_rows), bool(step_rows)
-
-
-def store_answer_append_message_and_insert_steps(
-    answer: AnswerCompletion, message: Message, steps: list[Step], *, events: list[PendingEvent]
-) -> tuple[bool, bool]:
-    """A model call's answer asking for tools, the results message, then steps with their
-    events (the tool calls, started and ended, and the next model call): one round trip and one
-    commit, where it would otherwise take two.
-
-    Returns (answer stored, message and steps stored). The message and the steps are conditional
-    on the answer's step being completed at the version the first statement gave it.
-    """
-    answer_rows, appended_rows, step_rows = write_in_one_transaction(
-        [
-            _answer_statement(answer),
-            _append_message_statement(message, events=[], after_completing=answer.step),
-            _insert_steps_statement(steps, events=events, after_completing=answer.step),
-        ]
-    )
-    _announce_together(answer.step.run.session_id, [(answer_rows, answer.events), (step_rows, events)])
-    if step_rows:
-        _mark_saved(steps)
-    return bool(answer_rows), bool(appended_rows) and bool(step_rows)
+    return bool(answer_rows), all(bool(rows) for rows in rest_rows)
 
 
 def _insert_steps_statement(

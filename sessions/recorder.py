@@ -159,33 +159,31 @@ class DjangoRunRecorder:
         return self.holds_writes and all(str(step.pk) in holdable_ids for step in steps)
 
     def _store_held_answer_with_steps(
-        self, steps: list[Step], *, events: list[PendingEvent] | None = None
+        self,
+        steps: list[Step],
+        *,
+        events: list[PendingEvent] | None = None,
+        message: Message | None = None,
     ) -> None:
-        """The held answer, then ``steps`` with ``events`` (by default the batch's)."""
+        """The held answer, then ``message`` (if any), then ``steps`` with ``events`` (by default
+        the batch's): one round trip."""
         held, self._held_answer = self._held_answer, None
         assert held is not None
         if events is None:
             events = take_batched_events(self.run.session_id)
-        answer_stored, _steps_inserted = one_statement.store_answer_and_insert_steps(
-            held, steps, events=events
+        answer_stored, _rest_stored = one_statement.store_answer_and_insert_steps(
+            held, steps, events=events, message=message
         )
-        if not answer_stored:  # nothing was written: the steps were conditional on the answer
+        if not answer_stored:  # nothing was written: the rest was conditional on the answer
             raise stale_answer(held)
         self._count_completed(held.step, output=held.output, tokens=held.tokens)
 
     def _store_held_steps_with(self, message: Message, steps: list[Step]) -> None:
         """The held answer, the held tool calls (ended by now), the results message and the next
         steps, each with its events: one round trip where holding nothing takes two."""
-        held, self._held_answer = self._held_answer, None
-        assert held is not None
         tool_steps, self._held_steps = self._held_steps, []
         events = [*self._take_held_step_events(), *take_batched_events(self.run.session_id)]
-        answer_stored, _stored = one_statement.store_answer_append_message_and_insert_steps(
-            held, message, [*tool_steps, *steps], events=events
-        )
-        if not answer_stored:  # nothing was written: the rest was conditional on the answer
-            raise stale_answer(held)
-        self._count_completed(held.step, output=held.output, tokens=held.tokens)
+        self._store_held_answer_with_steps([*tool_steps, *steps], events=events, message=message)
 
     def _take_held_step_events(self) -> list[PendingEvent]:
         events, self._held_step_events = self._held_step_events, []
