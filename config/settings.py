@@ -110,16 +110,17 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
         database_options["options"] = " ".join(
             filter(None, [database_options.get("options"), "-c plan_cache_mode=force_generic_plan"])
         )
-    # Under ASGI each request runs in its own thread, so persistent connections are never
-    # reused there: ASGI servers set DATABASE_POOL=true to share a psycopg pool instead. Not
-    # for django-q2 workers: a pool's sockets and thread must not cross their fork.
-    if env_bool("DATABASE_POOL", False):
+    # Requests (one thread each under ASGI) and runs (many threads per worker, sessions.run_host)
+    # borrow a connection from a per-process psycopg pool and give it back when they are done
+    # or about to wait, so connections stay bounded however many run at once. A process that
+    # forks (the django-q2 cluster) turns it off: a pool's sockets and threads must not cross it.
+    if env_bool("DATABASE_POOL", True):
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 2),
-            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
-            "timeout": 10,
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
+            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 16),
+            "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 20.0),
         }
 else:
     DATABASES = {
@@ -173,7 +174,8 @@ RUN_TASK_TIMEOUT_SECONDS = env_int("RUN_TASK_TIMEOUT_SECONDS", 3600)
 Q_CLUSTER = {
     # Clusters with the same name share one queue; tests use their own name.
     "name": env_str("Q_CLUSTER_NAME", "agentry"),
-    "workers": env_int("Q_WORKERS", 2),
+    # Runs do not go through the cluster (sessions.run_host): it runs schedules and short tasks.
+    "workers": env_int("Q_WORKERS", 1),
     "timeout": RUN_TASK_TIMEOUT_SECONDS,
     "retry": RUN_TASK_TIMEOUT_SECONDS + 60,
     "max_attempts": 1,
@@ -250,8 +252,16 @@ MODEL_MAX_RETRIES = env_int("MODEL_MAX_RETRIES", 3)
 MODEL_TIMEOUT_SECONDS = env_float("MODEL_TIMEOUT_SECONDS", 120.0)
 
 # --- Runs ----------------------------------------------------------------------------------
+# Runs one worker process executes at once (sessions.run_host); SQLite has one writer.
+RUN_CONCURRENCY = env_int("RUN_CONCURRENCY", 32 if IS_SQLITE else 256)
 RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 60.0)
-RUN_STOP_CHECK_SECONDS = env_float("RUN_STOP_CHECK_SECONDS", 0.25)
+# A worker renews all its runs' leases in one statement this often (well inside the lease) ...
+RUN_LEASE_RENEW_SECONDS = env_float("RUN_LEASE_RENEW_SECONDS", RUN_LEASE_SECONDS / 4)
+# ... and reads their rows this often for cancels it was not told of and leases it lost.
+RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 1.0)
+# On SIGTERM a worker lets its runs finish this long, then hands the rest back to the queue.
+RUN_SHUTDOWN_GRACE_SECONDS = env_float("RUN_SHUTDOWN_GRACE_SECONDS", 10.0)
+RUN_HAND_BACK_SECONDS = env_float("RUN_HAND_BACK_SECONDS", 5.0)
 RUN_MAX_PARALLEL_TOOLS = env_int("RUN_MAX_PARALLEL_TOOLS", 4)
 
 # Planner and executors (sessions.planning).

@@ -29,14 +29,16 @@ from sessions import one_statement
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
 from sessions.events import PendingEvent, emit_event, events_batched
-from sessions.lane import ClaimHint, new_lease_owner, run_claim
+from sessions.lane import ClaimHint, run_claim
 from sessions.models import Message, Run, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
+from sessions.run_host import RunHandle, active_runs, new_lease_owner
 from sessions.state import (
     RUN_TRANSITIONS,
     TERMINAL_EVENT_TYPES,
     TERMINAL_RUN_STATUSES,
+    InvalidTransition,
     StaleAnswer,
     StaleTransition,
     run_transition,
@@ -68,8 +70,9 @@ def run_execute(*, run_id: UUID, claim_hint: ClaimHint | None = None) -> Run | N
     run = run_claim(run_id=run_id, owner=owner, hint=claim_hint)
     if run is None:
         return None
+    handle = active_runs.register(run.pk, lease_owner=owner)
     try:
-        _execute_claimed(run, owner=owner)
+        _execute_claimed(run, handle=handle)
     except Exception as error:
         logger.exception("run %s crashed", run.pk)
         run_finish(
@@ -78,21 +81,21 @@ def run_execute(*, run_id: UUID, claim_hint: ClaimHint | None = None) -> Run | N
             stop_reason=StopReason.ERROR,
             error=f"{type(error).__name__}: {error}",
         )
+    finally:
+        active_runs.unregister(handle)
     return run
 
 
-def _execute_claimed(run: Run, *, owner: str) -> None:
+def _execute_claimed(run: Run, *, handle: RunHandle) -> None:
     if run.status == RunStatus.PLANNING:  # the claim leaves runs that plan first here
-        _execute_planning(run, owner=owner)
+        _execute_planning(run, handle=handle)
         return
     try:
         model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
     except ProviderNotConfigured as error:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
-    _run_loop(
-        run, model=model, recorder=DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
-    )
+    _run_loop(run, model=model, recorder=DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run)))
 
 
 def _run_loop(
@@ -142,14 +145,14 @@ def _subagent_spawner(run: Run, toolset: RunToolset) -> SubagentSpawner | None:
     return SubagentSpawner(run, tool.input_schema) if tool is not None else None
 
 
-def _execute_planning(run: Run, *, owner: str) -> None:
+def _execute_planning(run: Run, *, handle: RunHandle) -> None:
     """Route, plan and coordinate executors (sessions.planning); the loop answers directly or synthesizes."""
     try:
         model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
     except ProviderNotConfigured as error:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
-    recorder = DjangoRunRecorder(run, lease_owner=owner, deadline=_deadline_for(run))
+    recorder = DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run))
     outcome = run_plan_advance(run, model=model, recorder=recorder)
     if outcome.action == "wait":
         return
@@ -175,6 +178,8 @@ def _finish_stopped_planning(run: Run, recorder: DjangoRunRecorder) -> None:
     reason = recorder.stop_requested()
     if reason == "lease_lost":
         logger.warning("run %s: lease lost while planning; another worker continues it", run.pk)
+    elif reason == "shutdown":
+        run_hand_back(run)
     elif reason == "timeout":
         run_finish(run, status=RunStatus.TIMEOUT, stop_reason=StopReason.TIMEOUT)
     else:
@@ -255,6 +260,9 @@ def _record_loop_result(
     if result.stop_reason == "lease_lost":
         logger.warning("run %s: lease lost; another worker continues it", run.pk)
         return
+    if result.stop_reason == "shutdown":
+        run_hand_back(run)
+        return
     if result.stop_reason == "awaiting_approval":
         _pause_for_approval(run)
         return
@@ -270,6 +278,21 @@ def _record_loop_result(
         is_current=True,
         answer=recorder.take_held_answer(),
     )
+
+
+def run_hand_back(run: Run) -> None:
+    """This worker is shutting down: the run goes back to the queue and another worker resumes
+    it from its stored transcript (not counted as a failed attempt)."""
+    run.refresh_from_db()
+    if run.status == RunStatus.CANCELLING:
+        run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        return
+    try:
+        run_transition(run, RunStatus.QUEUED, actor="worker", lease_owner="", lease_expires_at=None)
+    except (StaleTransition, InvalidTransition):
+        logger.warning("run %s moved while being handed back; leaving it as it is", run.pk)
+        return
+    logger.info("run %s handed back to the queue", run.pk)
 
 
 def _pause_for_approval(run: Run) -> None:

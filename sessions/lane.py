@@ -6,17 +6,13 @@ django-q2 task is only the nudge that makes a worker look.
 
 import json
 import logging
-import os
-import socket
-import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Case, Q, When
 from django.utils import timezone
 
@@ -33,22 +29,13 @@ from sessions.events import (
     numbered_insert_params,
 )
 from sessions.models import Message, Run, RunPrefetch, RunStatus, Session, Step
+from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition, transition_audit
 from tenants.models import ProviderKey, Tenant
 from tools.registry import run_tool_candidates_statement, tool_candidates_from_rows
 
-WORKER_IDENTITY = f"{socket.gethostname()}:{os.getpid()}"
-
 logger = logging.getLogger(__name__)
-
-
-def new_lease_owner() -> str:
-    return f"{WORKER_IDENTITY}:{uuid.uuid4().hex[:8]}"
-
-
-def lease_expiry() -> datetime:
-    return timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:
@@ -142,29 +129,8 @@ def run_claim(*, run_id: UUID, owner: str, hint: ClaimHint | None = None) -> Run
     an older run waits: the lane dispatches those in turn.
     """
     if connection.vendor == "postgresql":
-        return _claim_checking_the_connection(run_id=run_id, owner=owner, hint=hint)
+        return _claim_in_sql(run_id=run_id, owner=owner, hint=hint)
     return _claim_with_orm(run_id=run_id, owner=owner)
-
-
-def _claim_checking_the_connection(*, run_id: UUID, owner: str, hint: ClaimHint | None) -> Run | None:
-    """The claim, with its own first statement as the connection's health check.
-
-    A worker's connection idles between tasks, so Django checks it (``CONN_HEALTH_CHECKS``)
-    with a ``SELECT 1`` round trip before the task's first statement: about 0.4 ms on the
-    path of every message. The claim is a transaction that is safe to repeat, so it goes
-    first instead: if the connection went away meanwhile, it fails before changing anything
-    and runs again on a new connection.
-    """
-    checks: Any = connection  # health_check_* are missing from django-stubs
-    if checks.connection is None or not checks.health_check_enabled or checks.health_check_done:
-        return _claim_in_sql(run_id=run_id, owner=owner, hint=hint)
-    checks.health_check_done = True
-    try:
-        return _claim_in_sql(run_id=run_id, owner=owner, hint=hint)
-    except (OperationalError, InterfaceError):
-        logger.info("the database connection was gone; claiming run %s on a new one", run_id)
-        connection.close()
-        return _claim_in_sql(run_id=run_id, owner=owner, hint=hint)
 
 
 def _claim_with_orm(*, run_id: UUID, owner: str) -> Run | None:

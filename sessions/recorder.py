@@ -2,13 +2,13 @@
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+from functools import wraps
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -21,6 +21,7 @@ from agents.runtime.types import (
     ToolOutcome,
     Usage,
 )
+from core.connections import release_connection
 from core.redaction import redact_tool_arguments
 from sessions import one_statement
 from sessions.compaction import compaction_snapshot_create
@@ -32,7 +33,8 @@ from sessions.events import (
     has_batched_events,
     take_batched_events,
 )
-from sessions.models import Message, MessageRole, Run, RunStatus, Step, StepStatus
+from sessions.models import Message, MessageRole, Run, Step, StepStatus
+from sessions.run_host import RunHandle
 from sessions.sequences import next_session_number
 from sessions.state import StaleTransition, require_step_transition, stale_answer, step_transition
 
@@ -53,10 +55,24 @@ def message_role_for(message: ChatMessage) -> str:
     return message.role
 
 
+def _then_release_connection(method: Callable[..., Any]) -> Callable[..., Any]:
+    """After a write outside a batch, the run gives its connection back (core.connections)."""
+
+    @wraps(method)
+    def releasing(self: "DjangoRunRecorder", *args: Any, **kwargs: Any) -> Any:
+        result = method(self, *args, **kwargs)
+        if not self._batch_depth:
+            release_connection()
+        return result
+
+    return releasing
+
+
 class DjangoRunRecorder:
-    def __init__(self, run: Run, *, lease_owner: str, deadline: float | None) -> None:
+    def __init__(self, run: Run, *, handle: RunHandle, deadline: float | None) -> None:
         self.run = run
-        self.lease_owner = lease_owner
+        # Where this process's heartbeat and cancel notices leave a stop request (sessions.run_host).
+        self.handle = handle
         # time.monotonic() value after which the run has exceeded its wall-clock limit.
         self.deadline = deadline
         self._steps: dict[str, Step] = {}
@@ -68,9 +84,6 @@ class DjangoRunRecorder:
         self._is_first_pass = self._next_step_index == 0
         self._tool_calls_started = 0
         self._tool_results: dict[str, ToolOutcome] = {}
-        # The claim just took the lease: the first re-read can wait a full interval.
-        self._last_check = time.monotonic()
-        self._stop_reason: StopRequestReason | None = None
         # PostgreSQL: steps started inside a batch, inserted with the batch's events at its end,
         # after the transcript message the batch appended (if any) in the same round trip.
         self._batch_depth = 0
@@ -115,6 +128,7 @@ class DjangoRunRecorder:
             if self._batch_depth == 0:
                 self._store_deferred_completion_first()
                 self._store_batch_rows()
+                release_connection()
 
     def _store_batch_rows(self) -> None:
         """The batch's message and steps with its events: one statement each, one round trip.
@@ -231,6 +245,7 @@ class DjangoRunRecorder:
         except (DatabaseError, StaleTransition):
             logger.warning("could not store the completion of a failed batch", exc_info=True)
 
+    @_then_release_connection
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
         if not self._batch_depth:  # a batch's events are stored at its end, after a held answer
             self._store_held_first()
@@ -238,6 +253,7 @@ class DjangoRunRecorder:
             data = redact_tool_arguments(data)
         emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 
+    @_then_release_connection
     def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
         step = Step(
             run=self.run,
@@ -262,6 +278,7 @@ class DjangoRunRecorder:
         self.emit("step.started", {"step_id": str(step.pk), "index": step.index, "kind": kind})
         return str(step.pk)
 
+    @_then_release_connection
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         if any(held is self._steps[step_id] for held in self._held_steps):
             self._complete_held_step(self._steps.pop(step_id), output=output)
@@ -411,6 +428,7 @@ class DjangoRunRecorder:
             if not one_statement.complete_tool_step(completion):
                 raise _stale(completion.step)
 
+    @_then_release_connection
     def store_held_writes(self) -> None:
         """Store what the recorder holds back now: before a write of the run's events that does
         not go through the recorder, or when the run does not end here."""
@@ -433,6 +451,7 @@ class DjangoRunRecorder:
         if self._deferred_completion is not None:
             self._store_deferred_completion(answer=None)
 
+    @_then_release_connection
     def fail_step(self, step_id: str, *, error: str) -> None:
         self._store_held_first()
         self._store_deferred_completion_first()
@@ -451,6 +470,7 @@ class DjangoRunRecorder:
             )
             flush_batched_events()
 
+    @_then_release_connection
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         if self._deferred_completion is not None:  # PostgreSQL: the answer of the call ending in this batch
             answer = self._answer_completion(self._new_message(message, usage))
@@ -493,6 +513,7 @@ class DjangoRunRecorder:
             output_tokens=usage.output_tokens if usage else 0,
         )
 
+    @_then_release_connection
     def record_compaction(self, record: CompactionRecord) -> None:
         """Store the snapshot later runs start their context from (sessions.compaction)."""
         self._store_held_first()
@@ -518,31 +539,15 @@ class DjangoRunRecorder:
         )
 
     def stop_requested(self) -> StopRequestReason | None:
-        """Re-read the run at most every RUN_STOP_CHECK_SECONDS; renew the lease as it goes."""
-        if self._stop_reason is not None:
-            return self._stop_reason
-        now = time.monotonic()
-        if self.deadline is not None and now >= self.deadline:
-            self._stop_reason = "timeout"
-            return self._stop_reason
-        if now - self._last_check < settings.RUN_STOP_CHECK_SECONDS:
-            return None
-        self._last_check = now
-        self._stop_reason = self._read_stop_reason()
-        return self._stop_reason
+        """A cancel, a lost lease or a shutdown noticed by this process, or the wall-clock limit.
 
-    def _read_stop_reason(self) -> StopRequestReason | None:
-        renewed = (
-            Run.objects.filter(pk=self.run.pk, lease_owner=self.lease_owner)
-            .exclude(status=RunStatus.CANCELLING)
-            .update(lease_expires_at=timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS))
-        )
-        if renewed:
-            return None
-        current = Run.objects.filter(pk=self.run.pk).values("status", "lease_owner").first()
-        if current is None or current["status"] == RunStatus.CANCELLING:
-            return "cancelled"
-        return "lease_lost"
+        The loop asks at every boundary and while it waits on a model or a tool: the moment to
+        give back a connection that a read outside the recorder left with the run's thread.
+        """
+        release_connection()
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.handle.request_stop("timeout")
+        return self.handle.stop_reason
 
 
 @dataclass

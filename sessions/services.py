@@ -2,6 +2,7 @@
 
 import uuid
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from sessions.models import (
     ToolApproval,
 )
 from sessions.planning.delivery import run_is_waiting_on_children
+from sessions.run_host import run_stop_notify
 from sessions.selectors import LaneState, lane_state_for
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from sessions.sweeper import run_resume
@@ -382,7 +384,10 @@ def _run_cancel_one(run: Run, *, actor_label: str) -> Run:
                 run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label
             )
         try:
-            return run_transition(run, RunStatus.CANCELLING, actor=actor_label)
+            run_transition(run, RunStatus.CANCELLING, actor=actor_label)
         except StaleTransition:
             run.refresh_from_db()  # the worker moved it meanwhile; decide again from its new state
+            continue
+        transaction.on_commit(partial(run_stop_notify, run.pk))
+        return run
     raise StaleTransition(f"run {run.pk} kept changing while cancelling")

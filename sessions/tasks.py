@@ -3,12 +3,10 @@
 ``run_dispatch_next`` lives here too: it and ``execute_run`` refer to each other.
 """
 
-from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django_q.brokers import Broker, get_broker
 
 from core.tasks import enqueue_task
 from sessions.execution import run_execute
@@ -16,10 +14,13 @@ from sessions.lane import ClaimHint, claim_hint_for, runs_to_dispatch
 from sessions.models import Run
 from sessions.planning.delivery import parent_resume_when_children_done
 from sessions.publisher import wait_until_published
+from sessions.run_host import run_queue_broker
 
 
 def execute_run(run_id: str, claim_hint: dict[str, Any] | None = None) -> None:
     """Run one agent run to its end. Idempotent: a run that is not queued is left alone.
+
+    Run tasks travel on the run queue and run hosts execute them (``sessions.run_host``).
 
     ``claim_hint``: what the poster knew of the run (``ClaimHint``), for a claim in one round trip.
     """
@@ -37,22 +38,16 @@ def run_dispatch_next(*, session_id: UUID) -> UUID | None:
     """Enqueue the task for the session's next run, when its lane is free, and its queued executors."""
     children, run_id = runs_to_dispatch(session_id)
     for child_id in children:
-        enqueue_task(execute_run, str(child_id), task_name=f"run-{child_id}", broker=_broker())
+        enqueue_task(execute_run, str(child_id), task_name=f"run-{child_id}", broker=run_queue_broker())
     if run_id is not None:
-        enqueue_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=_broker())
+        enqueue_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=run_queue_broker())
     return run_id
-
-
-@lru_cache(maxsize=1)
-def _broker() -> Broker:
-    """One broker (and connection) per process instead of one per enqueued task."""
-    return get_broker()
 
 
 def enqueue_run(*, run: Run, hint: ClaimHint | None) -> None:
     """The run's task now (on an idle lane: no dispatch), with what its claim may check instead of reading."""
     arguments = (str(run.pk),) if hint is None else (str(run.pk), hint.as_task_argument())
-    enqueue_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=_broker())
+    enqueue_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=run_queue_broker())
 
 
 def enqueue_run_on_commit(*, run: Run) -> None:

@@ -39,7 +39,8 @@ def short_lease_stack(tmp_path: Path, fake_model: FakeModelServer) -> Iterator[L
         fake_model,
         RUN_LEASE_SECONDS="2",
         RUN_SWEEP_INTERVAL_SECONDS="0.5",
-        RUN_STOP_CHECK_SECONDS="0.2",
+        RUN_HEARTBEAT_SECONDS="0.2",
+        RUN_LEASE_RENEW_SECONDS="0.5",
     )
     yield live
     live.stop()

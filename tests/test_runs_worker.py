@@ -65,7 +65,8 @@ def short_lease_stack(tmp_path: Path, fake_model: FakeModelServer) -> Iterator[L
         ANTHROPIC_BASE_URL=fake_model.url,
         RUN_LEASE_SECONDS="2",
         RUN_SWEEP_INTERVAL_SECONDS="0.5",
-        RUN_STOP_CHECK_SECONDS="0.2",
+        RUN_HEARTBEAT_SECONDS="0.2",
+        RUN_LEASE_RENEW_SECONDS="0.5",
     )
     yield stack
     stack.stop()

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
@@ -19,9 +19,10 @@ from sessions import one_statement
 from sessions.approvals import ToolCallGate
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.execution import run_finish
-from sessions.lane import ClaimHint, claim_hint_for, new_lease_owner, run_claim
+from sessions.lane import ClaimHint, claim_hint_for, run_claim
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.recorder import DjangoRunRecorder
+from sessions.run_host import RunHandle, new_lease_owner
 from sessions.state import (
     RUN_TRANSITIONS,
     STEP_TRANSITIONS,
@@ -195,7 +196,7 @@ def test_finishing_a_run_cancels_its_open_steps_and_audits_the_move_then_the_end
 def test_steps_started_in_a_batch_are_stored_with_its_events(cast: Cast) -> None:
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
 
     with CaptureQueriesContext(connection) as writes, recorder.batch():
         first = recorder.start_step(kind="tool_call", input={"tool_call_id": "a"})
@@ -217,7 +218,7 @@ def test_steps_started_in_a_batch_are_stored_with_its_events(cast: Cast) -> None
 def test_a_step_started_in_a_batch_that_raises_is_still_stored_with_its_event(cast: Cast) -> None:
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
 
     with pytest.raises(RuntimeError, match="boom"), recorder.batch():
         step_id = recorder.start_step(kind="model_call", input={})
@@ -231,7 +232,7 @@ def test_a_step_started_in_a_batch_that_raises_is_still_stored_with_its_event(ca
 def test_a_worker_finishing_its_current_run_announces_the_totals_its_recorder_kept(cast: Cast) -> None:
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
     for tokens in (3, 4):
         with recorder.batch():
             step_id = recorder.start_step(kind="model_call", input={})
@@ -271,7 +272,7 @@ def _a_model_step_someone_else_moved(cast: Cast) -> tuple[Session, Run, DjangoRu
     """A running run's recorder, holding a model step whose stored version moved on."""
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
     step_id = recorder.start_step(kind="model_call", input={})
     Step.objects.filter(pk=step_id).update(version=F("version") + 1)
     return session, run, recorder, step_id
@@ -310,7 +311,7 @@ def test_a_model_call_ends_with_its_answer_on_either_database(cast: Cast) -> Non
     session = make_session(cast)
     Session.objects.filter(pk=session.pk).update(last_message_position=3)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
     with recorder.batch():
         step_id = recorder.start_step(kind="model_call", input={})
     seq_before = session_events(session)[-1][0]
@@ -345,7 +346,7 @@ def test_a_model_call_ends_with_its_answer_on_either_database(cast: Cast) -> Non
 def test_a_model_call_ending_in_a_batch_that_also_fails_a_step_stores_both_in_order(cast: Cast) -> None:
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
     with recorder.batch():
         model_step = recorder.start_step(kind="model_call", input={})
         tool_step = recorder.start_step(kind="tool_call", input={"tool_call_id": "call-1"})
@@ -397,7 +398,7 @@ def test_a_message_appended_in_a_batch_is_stored_with_the_batchs_steps(cast: Cas
     session = make_session(cast)
     Session.objects.filter(pk=session.pk).update(last_message_position=2)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
     results = ChatMessage(
         role="user", content=[{"type": "tool_result", "tool_call_id": "c1", "content": "42"}]
     )
@@ -419,7 +420,7 @@ def _a_run_holding_its_last_answer(cast: Cast) -> tuple[Session, Run, DjangoRunR
     """A running run whose recorder holds its last answer back, as the loop leaves it."""
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
     recorder.holds_writes = True
     with recorder.batch():
         step_id = recorder.start_step(kind="model_call", input={})
@@ -614,7 +615,7 @@ def _a_run_running_tool_calls(
 ) -> tuple[Session, Run, DjangoRunRecorder, list[str]]:
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING)
-    recorder = DjangoRunRecorder(run, lease_owner="worker-1", deadline=None)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
     recorder.holds_writes = True
     return session, run, recorder, _start_the_tool_calls(recorder, call_ids)
 
@@ -969,37 +970,6 @@ def test_two_workers_claiming_one_run_leave_exactly_one_owner(cast: Cast) -> Non
     assert (stored.status, stored.lease_owner) == (S.EXECUTING, winners[0].lease_owner)
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim checks PostgreSQL's connection")
-@pytest.mark.django_db(transaction=True)
-def test_a_claim_whose_connection_went_away_while_idle_claims_on_a_new_one(cast: Cast) -> None:
-    session = make_session(cast)
-    run = make_run(session)
-    connection.ensure_connection()
-    idle_backend = connection.connection.info.backend_pid
-    connection.health_check_done = False  # type: ignore[attr-defined]  # as after a task: unchecked
-    killer = connections.create_connection("default")
-    try:
-        with killer.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [idle_backend])
-    finally:
-        killer.close()
-
-    claimed = run_claim(run_id=run.pk, owner="worker-1")
-
-    assert claimed is not None
-    assert connection.connection.info.backend_pid != idle_backend
-    assert Run.objects.filter(pk=run.pk).values_list("status", "lease_owner", "attempt").get() == (
-        S.EXECUTING,
-        "worker-1",
-        1,
-    )
-    assert [event_type for _seq, event_type, _data in session_events(session)] == [
-        "run.status",
-        "run.started",
-        "run.status",
-    ]
-
-
 @pytest.mark.django_db
 def test_claiming_a_direct_run_starts_it_executing_in_one_transaction(cast: Cast) -> None:
     session = make_session(cast)
@@ -1078,7 +1048,10 @@ def test_a_claimed_run_knows_its_step_count_and_whether_its_agent_has_memories(
     has_memories = memory_status == MemoryStatus.ACTIVE
     prefetched = claimed.prefetched
     assert (prefetched.step_count, prefetched.agent_has_active_memories) == (1, has_memories)
-    assert DjangoRunRecorder(claimed, lease_owner="worker-1", deadline=None)._next_step_index == 1
+    assert (
+        DjangoRunRecorder(claimed, handle=RunHandle(claimed.pk, "worker-1"), deadline=None)._next_step_index
+        == 1
+    )
 
 
 def _posted_run(session: Session, **fields: Any) -> Run:

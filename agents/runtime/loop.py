@@ -39,6 +39,7 @@ LoopStopReason = Literal[
     "llm_error",
     "context_overflow",
     "lease_lost",
+    "shutdown",
     "awaiting_approval",
     "awaiting_subagents",
 ]
@@ -229,8 +230,8 @@ class _AgentLoop:
             stop=self.stop,
             max_parallel=self.config.max_parallel_tools,
         )
-        if batch.stop_reason == "lease_lost":
-            # Another worker owns the run now and will answer these calls when it resumes.
+        if batch.stop_reason in ("lease_lost", "shutdown"):
+            # Another worker owns the run (or will) and answers these calls when it resumes.
             return batch.stop_reason
         # A stopped run still answers every call, so the transcript stays valid for the next run.
         outcomes = [

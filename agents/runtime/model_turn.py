@@ -21,7 +21,9 @@ from agents.runtime.types import (
     Usage,
 )
 
-InterruptionReason = Literal["cancelled", "timeout", "lease_lost", "llm_error", "context_overflow"]
+InterruptionReason = Literal[
+    "cancelled", "timeout", "lease_lost", "shutdown", "llm_error", "context_overflow"
+]
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ class ToolProvider(Protocol):
 
 
 StepKind = Literal["model_call", "tool_call"]
-StopRequestReason = Literal["cancelled", "timeout", "lease_lost"]
+StopRequestReason = Literal["cancelled", "timeout", "lease_lost", "shutdown"]
 
 
 class RunRecorder(Protocol):

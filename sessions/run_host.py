@@ -1,0 +1,258 @@
+"""Many runs at once in one worker process.
+
+A run spends nearly all its life waiting on a model or a tool, so a worker process executes
+runs on a bounded thread pool (``RUN_CONCURRENCY``) fed from the run queue, a django-q2 broker
+queue of its own. The process keeps the leases of all its runs with one statement every
+``RUN_LEASE_RENEW_SECONDS`` and looks for cancels and lost leases with one read every
+``RUN_HEARTBEAT_SECONDS`` (cancels also arrive at once through ``run_stop_notify``): a waiting
+run writes nothing on a timer.
+"""
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cache
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
+from django_q.brokers import Broker, get_broker
+from django_q.signing import BadSignature, SignedPackage
+
+from agents.runtime.types import StopRequestReason
+from sessions.models import Run, RunStatus
+
+logger = logging.getLogger(__name__)
+
+# Identifies this process in lease owners: "<host>:<pid>:<process nonce>:<claim nonce>".
+PROCESS_LEASE_PREFIX = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}:"
+LEASED_STATUSES = (RunStatus.PLANNING, RunStatus.EXECUTING, RunStatus.CANCELLING)
+
+
+def run_queue_name() -> str:
+    """The broker queue that carries runs to run hosts, beside the cluster's own queue."""
+    return f"{settings.Q_CLUSTER['name']}-runs"
+
+
+@cache
+def run_queue_broker() -> Broker:
+    """One broker (and connection) per process for the run queue."""
+    return get_broker(run_queue_name())
+
+
+def new_lease_owner() -> str:
+    return f"{PROCESS_LEASE_PREFIX}{uuid.uuid4().hex[:8]}"
+
+
+def lease_expiry() -> Any:
+    return timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
+
+
+@dataclass
+class RunHandle:
+    """One run executing in this process: its lease owner and the stop asked of it, if any."""
+
+    run_id: UUID
+    lease_owner: str
+    stop_reason: StopRequestReason | None = None
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    def request_stop(self, reason: StopRequestReason) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stopped.set()
+
+
+class ActiveRuns:
+    """The runs this process executes; a heartbeat thread keeps their leases and stop flags."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handles: dict[UUID, RunHandle] = {}
+        self._heartbeat: threading.Thread | None = None
+        self._last_renewal = time.monotonic()
+
+    def register(self, run_id: UUID, *, lease_owner: str) -> RunHandle:
+        handle = RunHandle(run_id=run_id, lease_owner=lease_owner)
+        with self._lock:
+            self._handles[run_id] = handle
+            if self._heartbeat is None or not self._heartbeat.is_alive():
+                self._heartbeat = threading.Thread(
+                    target=self._beat, name="agentry-run-heartbeat", daemon=True
+                )
+                self._heartbeat.start()
+        return handle
+
+    def unregister(self, handle: RunHandle) -> None:
+        with self._lock:
+            if self._handles.get(handle.run_id) is handle:
+                del self._handles[handle.run_id]
+
+    def handles(self) -> list[RunHandle]:
+        with self._lock:
+            return list(self._handles.values())
+
+    def request_stop(self, run_id: UUID, reason: StopRequestReason) -> bool:
+        """Stop the run if this process executes it; returns whether it does."""
+        with self._lock:
+            handle = self._handles.get(run_id)
+        if handle is not None:
+            handle.request_stop(reason)
+        return handle is not None
+
+    def request_stop_all(self, reason: StopRequestReason) -> None:
+        for handle in self.handles():
+            handle.request_stop(reason)
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(settings.RUN_HEARTBEAT_SECONDS)
+            handles = self.handles()
+            if not handles:
+                continue
+            try:
+                self.check(handles)
+            except DatabaseError:
+                logger.warning("run heartbeat failed; retrying", exc_info=True)
+            finally:
+                close_old_connections()
+
+    def check(self, handles: list[RunHandle]) -> None:
+        """One read for cancels and lost leases, and, when due, one write renewing the leases."""
+        rows = Run.objects.filter(pk__in=[handle.run_id for handle in handles]).values_list(
+            "id", "status", "lease_owner"
+        )
+        found = {run_id: (status, owner) for run_id, status, owner in rows}
+        for handle in handles:
+            if handle.run_id not in found:
+                continue  # not visible to this connection (yet): nothing to conclude
+            status, owner = found[handle.run_id]
+            if status == RunStatus.CANCELLING:
+                handle.request_stop("cancelled")
+            elif owner != handle.lease_owner or status not in LEASED_STATUSES:
+                handle.request_stop("lease_lost")
+        if time.monotonic() - self._last_renewal >= settings.RUN_LEASE_RENEW_SECONDS:
+            self.renew_leases(handles)
+
+    def renew_leases(self, handles: list[RunHandle]) -> int:
+        self._last_renewal = time.monotonic()
+        return Run.objects.filter(
+            pk__in=[handle.run_id for handle in handles if handle.stop_reason is None],
+            lease_owner__startswith=PROCESS_LEASE_PREFIX,
+            status__in=LEASED_STATUSES,
+        ).update(lease_expires_at=lease_expiry())
+
+
+active_runs = ActiveRuns()
+
+
+def run_stop_notify(run_id: UUID) -> None:
+    """A run was asked to stop: if this process executes it, it stops at once (no heartbeat wait)."""
+    active_runs.request_stop(run_id, "cancelled")
+
+
+class RunHost:
+    """Takes runs from the run queue while it has room, and executes each on its own thread."""
+
+    def __init__(self, *, concurrency: int, execute: Callable[..., Any]) -> None:
+        self.concurrency = concurrency
+        self._execute = execute
+        self._slots = threading.BoundedSemaphore(concurrency)
+        self._running = 0
+        self._running_lock = threading.Lock()
+        self._all_done = threading.Condition(self._running_lock)
+        self._stopping = threading.Event()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="agentry-run")
+
+    @property
+    def running(self) -> int:
+        with self._running_lock:
+            return self._running
+
+    def serve(self) -> None:
+        """Until ``stop``: wait for a free slot, take the next run task, hand it to a thread."""
+        broker = run_queue_broker()
+        while not self._stopping.is_set():
+            if not self._slots.acquire(timeout=0.5):
+                continue  # full: backpressure, the queue waits for us (or for another host)
+            try:
+                tasks = self._dequeue(broker)
+            except Exception:
+                self._slots.release()
+                logger.warning("could not read the run queue; retrying", exc_info=True)
+                self._stopping.wait(1.0)
+                continue
+            if not tasks:
+                self._slots.release()
+                continue
+            self._start(broker, tasks[0])
+            for extra in tasks[1:]:  # a broker may hand out more than one: each needs a slot
+                self._slots.acquire()
+                self._start(broker, extra)
+
+    @staticmethod
+    def _dequeue(broker: Broker) -> list[tuple[Any, str]]:
+        return list(broker.dequeue() or [])
+
+    def _start(self, broker: Broker, task: tuple[Any, str]) -> None:
+        ack_id, payload = task
+        try:
+            package = SignedPackage.loads(payload)
+        except (TypeError, BadSignature):
+            logger.exception("dropping a run task that could not be read")
+            broker.fail(ack_id)
+            self._slots.release()
+            return
+        with self._running_lock:
+            self._running += 1
+        self._pool.submit(self._run_task, broker, ack_id, package)
+
+    def _run_task(self, broker: Broker, ack_id: Any, package: dict[str, Any]) -> None:
+        close_old_connections()
+        try:
+            self._execute(*package.get("args", ()), **package.get("kwargs", {}))
+        except Exception:
+            logger.exception("run task %s failed", package.get("name"))
+        finally:
+            try:
+                broker.acknowledge(ack_id)
+            except Exception:
+                logger.warning("could not acknowledge run task %s", ack_id, exc_info=True)
+            connection.close()
+            with self._running_lock:
+                self._running -= 1
+                self._all_done.notify_all()
+            self._slots.release()
+
+    def stop(self) -> None:
+        """Take no more runs (``serve`` returns)."""
+        self._stopping.set()
+
+    def drain(self, *, grace_seconds: float, hand_back_seconds: float) -> int:
+        """Let running runs end for ``grace_seconds``, then ask the rest to stop at their next step
+        boundary and hand their runs back to the queue; returns how many were still running."""
+        self.stop()
+        if not self._wait_until_idle(grace_seconds):
+            active_runs.request_stop_all("shutdown")
+            self._wait_until_idle(hand_back_seconds)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        return self.running
+
+    def _wait_until_idle(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        with self._running_lock:
+            while self._running:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._all_done.wait(remaining)
+        return True
