@@ -25,11 +25,7 @@ class ProviderAccess:
 
 def provider_access(*, tenant: Tenant, provider: str) -> ProviderAccess:
     """The tenant's own key when it stored one, else the platform's."""
-    loaded = tenant.__dict__.get("loaded_provider_keys", {})
-    if provider in loaded:  # read with the run
-        tenant_key = loaded[provider]
-    else:
-        tenant_key = ProviderKey.objects.filter(tenant=tenant, provider=provider).first()
+    tenant_key = ProviderKey.objects.filter(tenant=tenant, provider=provider).first()
     platform_keys = {
         ModelProvider.ANTHROPIC: (settings.ANTHROPIC_API_KEY, settings.ANTHROPIC_BASE_URL),
         ModelProvider.OPENAI: (settings.OPENAI_API_KEY, settings.OPENAI_BASE_URL),

@@ -67,10 +67,6 @@ class Agent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Not a column: the ids of the agent's assigned tools, when they were read with the agent
-    # (sessions.selectors.session_get_for_posting); tools.registry.policy_snapshot uses them.
-    assigned_tool_ids: list[str]
-
     class Meta:
         ordering = ["name"]
         constraints = [

@@ -101,15 +101,6 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
         "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    # The hot path's statements are prepared on their first use per connection and planned
-    # once (core/prepared.py); the ORM's client-side-bound queries are never prepared, so
-    # the plan cache mode changes nothing for them.
-    if env_bool("DATABASE_PREPARED_STATEMENTS", True):
-        database_options = DATABASES["default"].setdefault("OPTIONS", {})
-        database_options["prepare_threshold"] = 0
-        database_options["options"] = " ".join(
-            filter(None, [database_options.get("options"), "-c plan_cache_mode=force_generic_plan"])
-        )
     # Requests (one thread each under ASGI) and runs (many threads per worker, sessions.run_host)
     # borrow a connection from a per-process psycopg pool and give it back when they are done
     # or about to wait, so connections stay bounded however many run at once. A process that

@@ -280,9 +280,6 @@ def memories_for_context(run: Run, *, now: datetime | None = None) -> str:
     """The memories block for the run's user message ("" when none is relevant); counts the access."""
     if run.agent_id is None:
         return ""
-    prefetched = run.__dict__.get("prefetched")
-    if prefetched is not None and not prefetched.agent_has_active_memories:
-        return ""  # the claim saw that the agent has no active memory
     query = _latest_user_text(run)
     if not query.strip():
         return ""

@@ -1,6 +1,5 @@
 """Tool-call approvals: the gate the loop asks, and the decisions people (or the TTL) make."""
 
-from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -31,21 +30,14 @@ class ToolCallGate:
         toolset: RunToolset,
         *,
         subagents: SubagentSpawner | None = None,
-        tool_calls_so_far: Callable[[], int] | None = None,
-        before_writing: Callable[[], None] | None = None,
     ) -> None:
         self.run = run
         self.toolset = toolset
         self.subagents = subagents
-        # The recorder knows how many calls a run made when it started them all itself.
-        self._tool_calls_so_far = tool_calls_so_far or self._count_tool_steps
-        # The recorder may hold the answer that asked for these calls: it is stored first, so
-        # approval.required follows its events.
-        self._before_writing = before_writing or (lambda: None)
 
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
         checks: dict[str, ApprovalCheck] = {}
-        calls_so_far = self._tool_calls_so_far()
+        calls_so_far = self._count_tool_steps()
         needing_approval = []
         for index, call in enumerate(calls):
             refusal = self._refusal(call, index=index, calls_so_far=calls_so_far)
@@ -87,7 +79,6 @@ class ToolCallGate:
         return {call.id: _check_for(existing.get(call.id) or self._request(call)) for call in gated}
 
     def _request(self, call: ToolCallRequested) -> ToolApproval:
-        self._before_writing()
         expires_at = timezone.now() + timedelta(seconds=settings.APPROVAL_TTL_SECONDS)
         try:
             with transaction.atomic():

@@ -9,13 +9,12 @@ left the context (failed, timed out, retried) leave it with them.
 
 import logging
 from contextlib import AbstractContextManager
-from functools import cache
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.model_clients import model_client_for
@@ -36,8 +35,6 @@ from agents.runtime.types import (
     ToolOutcome,
     Usage,
 )
-from core.prepared import prepared_cursor
-from core.rows import field_value
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
@@ -90,72 +87,19 @@ def chat_message_for(message: Message) -> ChatMessage:
 
 
 def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
-    """The model's context: the latest compaction's note, then the messages it did not replace.
-
-    The same rows as ``latest_compaction`` and ``context_messages`` select, in one hand-written
-    statement: every run starts by reading its transcript (``tests/test_compaction_runs.py``
-    pins the two to each other).
-    """
-    statement, params = transcript_statement(session_id=session_id)
-    with prepared_cursor() as cursor:
-        cursor.execute(statement, params)
-        return transcript_from_rows(cursor.fetchall())
-
-
-def transcript_statement(*, session_id: UUID) -> tuple[str, list[Any]]:
-    """``session_transcript``'s statement; a claim on PostgreSQL reads it along with the run."""
-    session_key = Session._meta.get_field("id").get_db_prep_value(session_id, connection)
-    abandoned = [str(status) for status in ABANDONED_RUN_STATUSES]
-    return _transcript_query(), [session_key, *abandoned, session_key, *abandoned, MessageRole.USER]
-
-
-def transcript_from_rows(rows: list[tuple[Any, ...]]) -> list[ChatMessage]:
-    snapshot_summary = next((row[3] for row in rows if row[0] == _SNAPSHOT_PART), None)
+    """The model's context: the latest compaction's note, then the messages it did not replace."""
+    snapshot = latest_compaction(session_id=session_id)
+    messages = context_messages(
+        session_id=session_id, after_position=snapshot.replaces_up_to_position if snapshot else None
+    )
     transcript = [
-        ChatMessage(
-            role="assistant" if role == MessageRole.ASSISTANT else "user",
-            content=list(field_value(Message, "content", content)),
-        )
-        for part, role, content, _summary, _position in rows
-        if part == _MESSAGES_PART and role != MessageRole.SYSTEM
+        chat_message_for(message)
+        for message in messages.only("role", "content")
+        if message.role != MessageRole.SYSTEM
     ]
-    if snapshot_summary is None:
+    if snapshot is None:
         return transcript
-    return with_note(compaction_note(snapshot_summary), transcript)
-
-
-def _abandoned_run_sql(run_alias: str) -> str:
-    """``_abandoned_run`` in SQL, for a joined run (its status parameters follow)."""
-    statuses = ", ".join(["%s"] * len(ABANDONED_RUN_STATUSES))
-    return (
-        f"({run_alias}.status IN ({statuses}) OR EXISTS (SELECT 1 FROM {Run._meta.db_table} retry"  # noqa: S608
-        f" WHERE retry.retry_of_id = {run_alias}.id))"
-    )
-
-
-_SNAPSHOT_PART, _MESSAGES_PART = 0, 1
-
-
-@cache
-def _transcript_query() -> str:
-    """The latest snapshot's summary (``latest_compaction``), then the messages after it
-    (``context_messages``), as rows of (part, role, content, summary, position)."""
-    return (
-        "WITH snapshot AS (SELECT c.replaces_up_to_position, c.summary"  # noqa: S608
-        f" FROM {CompactionSnapshot._meta.db_table} c LEFT JOIN {Run._meta.db_table} r ON r.id = c.run_id"
-        " WHERE c.session_id = %s AND c.replaces_up_to_position IS NOT NULL"
-        f" AND (c.run_id IS NULL OR NOT {_abandoned_run_sql('r')})"
-        " ORDER BY c.created_at DESC, c.replaces_up_to_position DESC LIMIT 1)"
-        f" SELECT {_SNAPSHOT_PART} AS part, NULL AS role, NULL AS content, summary, 0 AS position"
-        " FROM snapshot"
-        f" UNION ALL SELECT {_MESSAGES_PART}, m.role, m.content, NULL, m.position"
-        f" FROM {Message._meta.db_table} m LEFT JOIN {Run._meta.db_table} r ON r.id = m.run_id"
-        " WHERE m.session_id = %s AND m.position IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM snapshot WHERE m.position <= snapshot.replaces_up_to_position)"
-        " AND r.parent_run_id IS NULL"
-        f" AND (m.run_id IS NULL OR NOT {_abandoned_run_sql('r')} OR m.role = %s)"
-        " ORDER BY part, position"
-    )
+    return with_note(compaction_note(snapshot.summary), transcript)
 
 
 # --- Policy -------------------------------------------------------------------------------------------
@@ -314,12 +258,9 @@ class SessionCompactionRecorder:
     def batch(self) -> AbstractContextManager[None]:
         return events_batched()
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
         self._step_count += 1
         return f"manual-compaction-{self._step_count}"
-
-    def store_held_writes(self) -> None:
-        """Nothing is held: the one event is stored when emitted."""
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         """The usage is stored on the snapshot."""
@@ -332,6 +273,9 @@ class SessionCompactionRecorder:
 
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
         return None
+
+    def tool_call_was_interrupted(self, tool_call_id: str) -> bool:
+        return False
 
     def stop_requested(self) -> StopRequestReason | None:
         return None

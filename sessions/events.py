@@ -4,7 +4,6 @@ The store is the truth; the announcement is a fast path. Subscribers that miss a
 announcement (or have no cross-process layer) read the store by sequence number.
 """
 
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -15,11 +14,10 @@ from functools import partial
 from typing import Any
 from uuid import UUID
 
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from core.prepared import prepared_cursor
+from core.redaction import redact_tool_arguments
 from sessions.models import RunEvent, Session
 from sessions.publisher import publish
 from sessions.sequences import next_session_number
@@ -73,15 +71,29 @@ def event_envelope(event: RunEvent) -> dict[str, Any]:
     }
 
 
+# Events whose data can carry a model's tool arguments (which may hold secrets).
+ARGUMENT_BEARING_EVENTS = frozenset({"tool.call", "message.completed", "approval.required"})
+
+
+def new_event(
+    *, session_id: UUID, run_id: UUID | None, event_type: str, data: dict[str, Any]
+) -> "PendingEvent":
+    """The one way to make an event: its type must be in the contract, and tool arguments named
+    like secrets are masked before anything stores or sends them."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event_type!r}")
+    if event_type in ARGUMENT_BEARING_EVENTS:
+        data = redact_tool_arguments(data)
+    return PendingEvent(session_id, run_id, event_type, data, timezone.now())
+
+
 def emit_event(*, session_id: UUID, run_id: UUID | None, event_type: str, data: dict[str, Any]) -> None:
     """Store the event under the session's next seq and announce it once committed.
 
     Inside ``events_batched`` the event waits for the block's end (or ``flush_batched_events``)
-    and is stored with the others of the block in one statement.
+    and is stored with the others of the block.
     """
-    if event_type not in EVENT_TYPES:
-        raise ValueError(f"unknown event type {event_type!r}")
-    event = PendingEvent(session_id, run_id, event_type, data, timezone.now())
+    event = new_event(session_id=session_id, run_id=run_id, event_type=event_type, data=data)
     pending = _batch.get()
     if pending is not None:
         pending.append(event)
@@ -143,33 +155,14 @@ def flush_batched_events() -> None:
         pending.clear()
 
 
-def has_batched_events() -> bool:
-    """Whether the current batch holds events to store at its end."""
-    return bool(_batch.get())
-
-
-def take_batched_events(session_id: UUID) -> list[PendingEvent]:
-    """Remove and return the session's events the current batch holds, for a caller that stores them."""
-    pending = _batch.get()
-    if not pending:
-        return []
-    taken = [event for event in pending if event.session_id == session_id]
-    pending[:] = [event for event in pending if event.session_id != session_id]
-    return taken
-
-
 def _store(events: list[PendingEvent]) -> None:
     """Number and insert the events, in order, per session; announce them after commit."""
     by_session: dict[UUID, list[PendingEvent]] = {}
     for event in events:
         by_session.setdefault(event.session_id, []).append(event)
     for session_id, session_events in by_session.items():
-        if connection.vendor == "postgresql":
-            # One statement is atomic on its own: no transaction needed around it.
-            stored = _insert_numbered_events(session_id, session_events)
-        else:
-            with transaction.atomic(savepoint=False):
-                stored = _insert_events_after_numbering(session_id, session_events)
+        with transaction.atomic(savepoint=False):
+            stored = _insert_events_after_numbering(session_id, session_events)
         transaction.on_commit(partial(_publish_all, session_id, stored))
 
 
@@ -182,62 +175,6 @@ def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent])
     rows = _run_events(session_id, events, sequence_numbers=range(last - len(events) + 1, last + 1))
     RunEvent.objects.bulk_create(rows)
     return rows
-
-
-# PostgreSQL: the INSERT that numbers events after a CTE (``numbered``) that advanced the
-# session's ``last_event_seq`` by their count and returned it. Parameters: ``numbered_insert_params``.
-NUMBERED_EVENTS_INSERT = (
-    f" INSERT INTO {RunEvent._meta.db_table} (session_id, run_id, seq, type, data, created_at)"  # noqa: S608
-    " SELECT %s, e.run_id, numbered.last_event_seq - %s + e.number, e.type, e.data, e.created_at"
-    " FROM numbered, ROWS FROM (jsonb_to_recordset(%s::jsonb)"
-    "  AS (run_id uuid, type text, data jsonb, created_at timestamptz))"
-    " WITH ORDINALITY AS e(run_id, type, data, created_at, number)"
-    " RETURNING seq"
-)
-
-
-def numbered_insert_params(session_id: UUID, events: list[PendingEvent]) -> list[Any]:
-    return [
-        session_id,
-        len(events),
-        # One JSON document, not four arrays: psycopg quotes an array's every element in Python.
-        json.dumps(
-            [
-                # The timestamp in full: DjangoJSONEncoder would cut it to milliseconds.
-                {
-                    "run_id": event.run_id,
-                    "type": event.type,
-                    "data": event.data,
-                    "created_at": event.created_at.isoformat(),
-                }
-                for event in events
-            ],
-            cls=DjangoJSONEncoder,
-        ),
-    ]
-
-
-def announce_on_commit(session_id: UUID, events: list[PendingEvent], sequence_numbers: Sequence[int]) -> None:
-    """The events were stored under these numbers: announce them once the transaction commits."""
-    stored = _run_events(session_id, events, sequence_numbers=sorted(sequence_numbers))
-    transaction.on_commit(partial(_publish_all, session_id, stored))
-
-
-def _insert_numbered_events(session_id: UUID, events: list[PendingEvent]) -> list[RunEvent]:
-    """PostgreSQL: advance the seq and insert every event in one statement (one round trip).
-
-    The UPDATE in the CTE locks the session row exactly as ``next_session_number`` does.
-    """
-    with prepared_cursor() as cursor:
-        cursor.execute(
-            f"WITH numbered AS (UPDATE {Session._meta.db_table} SET last_event_seq = last_event_seq + %s"  # noqa: S608
-            " WHERE id = %s RETURNING last_event_seq)" + NUMBERED_EVENTS_INSERT,
-            [len(events), session_id, *numbered_insert_params(session_id, events)],
-        )
-        sequence_numbers = sorted(row[0] for row in cursor.fetchall())
-    if not sequence_numbers:
-        raise Session.DoesNotExist(f"session {session_id} does not exist")
-    return _run_events(session_id, events, sequence_numbers=sequence_numbers)
 
 
 def _run_events(

@@ -3,12 +3,11 @@
 import logging
 import time
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agents.model_clients import ProviderNotConfigured, model_client_for
@@ -22,28 +21,21 @@ from agents.runtime.types import (
     ToolProvider,
     ToolSpec,
 )
-from core.prepared import prepared_cursor
-from core.rows import field_value
 from memory.retrieval import memories_for_context
-from sessions import one_statement
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
-from sessions.events import PendingEvent, emit_event, events_batched
-from sessions.lane import ClaimHint, run_claim
+from sessions.events import emit_event, events_batched
+from sessions.lane import run_claim
 from sessions.models import Message, Run, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
 from sessions.recorder import DjangoRunRecorder
 from sessions.run_host import RunHandle, active_runs, new_lease_owner
 from sessions.state import (
-    RUN_TRANSITIONS,
     TERMINAL_EVENT_TYPES,
     TERMINAL_RUN_STATUSES,
     InvalidTransition,
-    StaleAnswer,
     StaleTransition,
     run_transition,
-    run_transition_to_end_in_one_statement,
-    stale_answer,
 )
 from sessions.subagents import SPAWN_SUBAGENT, SpawnRequest, SubagentSpawner, subagents_start_and_wait
 from tenants.limits import tenant_limit
@@ -64,10 +56,10 @@ LOOP_OUTCOMES: dict[str, tuple[str, str]] = {
 }
 
 
-def run_execute(*, run_id: UUID, claim_hint: ClaimHint | None = None) -> Run | None:
+def run_execute(*, run_id: UUID) -> Run | None:
     """Execute the run if it can be claimed; returns it, or None when it was not claimed."""
     owner = new_lease_owner()
-    run = run_claim(run_id=run_id, owner=owner, hint=claim_hint)
+    run = run_claim(run_id=run_id, owner=owner)
     if run is None:
         return None
     handle = active_runs.register(run.pk, lease_owner=owner)
@@ -117,7 +109,6 @@ def _run_loop(
         history = with_added_user_text(history, synthesis_context)
     tools: ToolProvider = DjangoToolProvider(toolset, tool_context_for(run)) if is_tool_use else NO_TOOLS
     subagents = _subagent_spawner(run, toolset)
-    recorder.holds_writes = True  # answers and tool ends go with what follows them (the last: the end)
     result = run_agent_loop(
         config=config,
         history=history,
@@ -125,17 +116,7 @@ def _run_loop(
         tools=tools,
         recorder=recorder,
         model_calls_done=run.model_calls,
-        approvals=(
-            ToolCallGate(
-                run,
-                toolset,
-                subagents=subagents,
-                tool_calls_so_far=recorder.tool_calls_so_far,
-                before_writing=recorder.store_held_writes,
-            )
-            if is_tool_use
-            else None
-        ),
+        approvals=(ToolCallGate(run, toolset, subagents=subagents) if is_tool_use else None),
     )
     _record_loop_result(run, result, recorder, subagents)
 
@@ -247,16 +228,12 @@ def transcript_for(run: Run) -> list[ChatMessage]:
     if run.parent_run_id is not None:
         own = Message.objects.filter(run=run, position__isnull=False).order_by("position")
         return [chat_message_for(message) for message in own.only("role", "content")]
-    prefetched = run.__dict__.get("prefetched")
-    transcript = prefetched.take_transcript() if prefetched is not None else None
-    return transcript if transcript is not None else session_transcript(session_id=run.session_id)
+    return session_transcript(session_id=run.session_id)
 
 
 def _record_loop_result(
     run: Run, result: LoopResult, recorder: DjangoRunRecorder, subagents: SubagentSpawner | None = None
 ) -> None:
-    if result.stop_reason not in LOOP_OUTCOMES:
-        recorder.store_held_writes()  # the run does not end here: store what the recorder held
     if result.stop_reason == "lease_lost":
         logger.warning("run %s: lease lost; another worker continues it", run.pk)
         return
@@ -270,14 +247,7 @@ def _record_loop_result(
         _pause_for_subagents(run, subagents.requests if subagents is not None else [])
         return
     status, stop_reason = LOOP_OUTCOMES[result.stop_reason]
-    run_finish(
-        run,
-        status=status,
-        stop_reason=stop_reason,
-        error=result.error or "",
-        is_current=True,
-        answer=recorder.take_held_answer(),
-    )
+    run_finish(run, status=status, stop_reason=stop_reason, error=result.error or "")
 
 
 def run_hand_back(run: Run) -> None:
@@ -317,67 +287,12 @@ def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
     run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
 
 
-def _finish_in_one_statement(
-    run: Run,
-    *,
-    target: str,
-    stop_reason: str,
-    error: str,
-    actor: str,
-    answer: one_statement.AnswerCompletion | None = None,
-) -> Run:
-    data = _ending_data(run, target, stop_reason, error)
-    ending = PendingEvent(run.session_id, run.pk, TERMINAL_EVENT_TYPES[target], data, timezone.now())
-    return run_transition_to_end_in_one_statement(
-        run, target, actor=actor, stop_reason=stop_reason, error=error[:10_000], then=ending, answer=answer
-    )
-
-
 def _ending_data(run: Run, status: str, stop_reason: str, error: str) -> dict[str, Any]:
     """The terminal event's data (a parent's tree usage is added by run_finish)."""
     data: dict[str, Any] = {"status": status, "stop_reason": stop_reason, "usage": run.usage}
     if error:
         data["error"] = error
     return data
-
-
-# Set when a run is created and never changed: a run being finished need not read them again
-# (the agent snapshot is most of a run row).
-_FIXED_RUN_FIELDS = frozenset(
-    {"id", "tenant", "session", "created_by", "parent_run", "parent_tool_call_id", "retry_of", "title"}
-    | {"agent_config", "created_at"}
-)
-
-
-_CHANGING_RUN_FIELDS = [field for field in Run._meta.concrete_fields if field.name not in _FIXED_RUN_FIELDS]
-
-
-@cache
-def _reread_query() -> str:
-    columns = ", ".join(f'r."{field.column}"' for field in _CHANGING_RUN_FIELDS)
-    runs = Run._meta.db_table
-    return (
-        f"SELECT {columns}, EXISTS (SELECT 1 FROM {runs} c WHERE c.parent_run_id = r.id)"  # noqa: S608
-        f" FROM {runs} r WHERE r.id = %s"
-    )
-
-
-def _reread_changing_fields(run: Run) -> bool:
-    """Refresh what may have changed since ``run`` was read; returns whether it has children.
-
-    Every run ends here: one hand-written statement (``tests/test_state_machine.py`` finishes
-    runs on both databases).
-    """
-    pk = Run._meta.pk
-    assert pk is not None
-    with prepared_cursor() as cursor:
-        cursor.execute(_reread_query(), [pk.get_db_prep_value(run.pk, connection)])
-        row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"run {run.pk} was deleted")
-    for field, value in zip(_CHANGING_RUN_FIELDS, row, strict=False):
-        setattr(run, field.attname, field_value(Run, field.name, value))
-    return bool(row[-1])
 
 
 def _tree_usage_record(run: Run) -> dict[str, Any]:
@@ -398,53 +313,24 @@ def _tree_usage_record(run: Run) -> dict[str, Any]:
 USAGE_FIELDS = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"]
 
 
-def run_finish(
-    run: Run,
-    *,
-    status: str,
-    stop_reason: str,
-    error: str = "",
-    actor: str = "system",
-    is_current: bool = False,
-    answer: one_statement.AnswerCompletion | None = None,
-) -> Run:
+def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", actor: str = "system") -> Run:
     """Move the run to a terminal state and announce it; a run already finished is left alone.
 
-    ``is_current``: ``run`` is as its worker left it (its recorder keeps the totals), so on
-    PostgreSQL the end is first tried without reading the run again; a run that moved on meanwhile
-    (a cancel) or has children is read again and finished from there.
-
-    ``answer``: the run's last answer, held back by its recorder to be stored with the end (one
-    round trip, one commit). If the run moved on meanwhile, the answer is still stored, and the
-    run is read again and finished from there.
+    The run is read again first (its usage and status change while it runs); a cancel request
+    that arrived meanwhile turns a success into ``cancelled``.
     """
-    if is_current and connection.vendor == "postgresql" and status in RUN_TRANSITIONS[run.status]:
-        try:
-            return _finish_in_one_statement(
-                run, target=status, stop_reason=stop_reason, error=error, actor=actor, answer=answer
-            )
-        except StaleAnswer:
-            raise  # nothing was written: run_execute handles it as a crash
-        except StaleTransition:
-            pass  # the run moved on (a cancel); the answer is stored: re-read and finish below
-    elif answer is not None and not one_statement.store_answer(answer):
-        raise stale_answer(answer)
     for _ in range(3):
-        has_children = _reread_changing_fields(run)
+        run.refresh_from_db()
         if run.status in TERMINAL_RUN_STATUSES:
             return run
         target = status
         if run.status == RunStatus.CANCELLING and status != RunStatus.FAILED:
             target, stop_reason = RunStatus.CANCELLED, StopReason.CANCELLED
         try:
-            if connection.vendor == "postgresql" and not (run.parent_run_id is None and has_children):
-                return _finish_in_one_statement(
-                    run, target=target, stop_reason=stop_reason, error=error, actor=actor
-                )
             with transaction.atomic(), events_batched():
                 run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)
                 data = _ending_data(run, target, stop_reason, error)
-                if run.parent_run_id is None and has_children:
+                if run.parent_run_id is None and Run.objects.filter(parent_run=run).exists():
                     data.update(_tree_usage_record(run))
                 emit_event(
                     session_id=run.session_id,

@@ -1,20 +1,12 @@
 """Sessions, messages, runs, steps and run events (DESIGN.md sections 2-4)."""
 
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 
 from agents.models import Agent
 from tenants.models import Tenant
-
-if TYPE_CHECKING:
-    from agents.runtime.types import ChatMessage
-    from sessions.selectors import LaneState
-    from tenants.quotas import QuotaUsage
-    from tools.models import Tool
 
 
 class Session(models.Model):
@@ -29,17 +21,12 @@ class Session(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     title = models.CharField(max_length=200, blank=True)
-    # Counters handed out by one conditional UPDATE … RETURNING each (see sessions.sequences):
+    # Counters advanced under the session row's lock (see sessions.sequences):
     # the session row is the lock that keeps event and message numbers gap-free and ordered.
     last_event_seq = models.BigIntegerField(default=0)
     last_message_position = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-
-    # Not columns: the lane, and the poster's quota usage (tenants.quotas), as
-    # sessions.selectors.session_get_for_posting read them with the session.
-    lane_state: "LaneState"
-    quota_usage: "QuotaUsage"
 
     class Meta:
         ordering = ["-updated_at"]
@@ -121,28 +108,6 @@ class RunRoute(models.TextChoices):
     COMPLEX = "complex"
 
 
-@dataclass
-class RunPrefetch:
-    """What a claim read along with the run (``sessions.lane``).
-
-    The tool candidates and the transcript (PostgreSQL, in the same round trip) are each taken
-    once, by their first reader: a later read may follow writes of the run, so it asks again.
-    """
-
-    step_count: int  # steps stored so far (0: a first pass, not a replay)
-    agent_has_active_memories: bool
-    tool_candidates: "list[Tool] | None" = None
-    transcript: "list[ChatMessage] | None" = None
-
-    def take_tool_candidates(self) -> "list[Tool] | None":
-        taken, self.tool_candidates = self.tool_candidates, None
-        return taken
-
-    def take_transcript(self) -> "list[ChatMessage] | None":
-        taken, self.transcript = self.transcript, None
-        return taken
-
-
 class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(  # indexed by run_tenant_created
@@ -189,10 +154,6 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-
-    # Not a column: facts a worker read with the claimed run (sessions.lane), so its setup
-    # need not ask again.
-    prefetched: "RunPrefetch"
 
     class Meta:
         ordering = ["-created_at"]

@@ -4,10 +4,12 @@ A run spends nearly all its life waiting on a model or a tool, so a worker proce
 runs on a bounded thread pool (``RUN_CONCURRENCY``) fed from the run queue, a django-q2 broker
 queue of its own. The process keeps the leases of all its runs with one statement every
 ``RUN_LEASE_RENEW_SECONDS`` and looks for cancels and lost leases with one read every
-``RUN_HEARTBEAT_SECONDS`` (cancels also arrive at once through ``run_stop_notify``): a waiting
-run writes nothing on a timer.
+``RUN_HEARTBEAT_SECONDS``; cancels arrive at once through the channel layer
+(``run_stop_notify``, ``RunStopListener``). A waiting run writes nothing on a timer.
 """
 
+import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -22,14 +24,18 @@ from functools import cache
 from typing import Any
 from uuid import UUID
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
 from django_q.brokers import Broker, get_broker
 from django_q.signing import BadSignature, SignedPackage
+from redis.exceptions import RedisError
 
 from agents.runtime.types import StopRequestReason
 from sessions.models import Run, RunStatus
+from sessions.publisher import has_cross_process_layer
 
 logger = logging.getLogger(__name__)
 
@@ -121,10 +127,11 @@ class ActiveRuns:
                 continue
             try:
                 self.check(handles)
-            except DatabaseError:
-                logger.warning("run heartbeat failed; retrying", exc_info=True)
-            finally:
                 close_old_connections()
+            # The heartbeat outlives any failure (a database restart, a bad row): the next beat
+            # tries again, and until then the runs' leases and stop flags stay as they were.
+            except Exception:
+                logger.warning("run heartbeat failed; retrying", exc_info=True)
 
     def check(self, handles: list[RunHandle]) -> None:
         """One read for cancels and lost leases, and, when due, one write renewing the leases."""
@@ -155,9 +162,64 @@ class ActiveRuns:
 active_runs = ActiveRuns()
 
 
+# The channel-layer group every run host listens on for stop requests.
+RUN_CONTROL_GROUP = "agentry.run-control"
+RUN_STOP_MESSAGE = "run.stop"
+# A stop announcement never holds up the request that cancelled: the heartbeat is the fallback.
+ANNOUNCE_TIMEOUT_SECONDS = 1.0
+
+
 def run_stop_notify(run_id: UUID) -> None:
-    """A run was asked to stop: if this process executes it, it stops at once (no heartbeat wait)."""
-    active_runs.request_stop(run_id, "cancelled")
+    """A run was asked to stop (its cancel committed): the process executing it stops it at once,
+    this one directly, any other through the channel layer."""
+    if active_runs.request_stop(run_id, "cancelled") or not has_cross_process_layer():
+        return
+    message = {"type": RUN_STOP_MESSAGE, "run_id": str(run_id)}
+    try:
+        async_to_sync(_send_with_timeout)(message)
+    except (RedisError, OSError, TimeoutError):
+        logger.warning("could not announce the stop of run %s; its worker's heartbeat will see it", run_id)
+
+
+async def _send_with_timeout(message: dict[str, str]) -> None:
+    layer = get_channel_layer()
+    assert layer is not None
+    await asyncio.wait_for(layer.group_send(RUN_CONTROL_GROUP, message), ANNOUNCE_TIMEOUT_SECONDS)
+
+
+class RunStopListener:
+    """Hears stop requests on the channel layer for the runs of this process (a thread of its own)."""
+
+    RETRY_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name="agentry-run-control", daemon=True)
+
+    def start(self) -> None:
+        if has_cross_process_layer():
+            self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                asyncio.run(self._listen())
+            # Redis went away or the layer failed: listen again; meanwhile the heartbeat's read
+            # finds cancels in the database.
+            except Exception:
+                logger.warning("run stop listener failed; listening again", exc_info=True)
+            time.sleep(self.RETRY_SECONDS)
+
+    @staticmethod
+    async def _listen() -> None:
+        layer = get_channel_layer()
+        assert layer is not None
+        channel = await layer.new_channel()
+        await layer.group_add(RUN_CONTROL_GROUP, channel)
+        while True:
+            message = await layer.receive(channel)
+            if message.get("type") == RUN_STOP_MESSAGE:
+                with contextlib.suppress(ValueError, TypeError):
+                    active_runs.request_stop(UUID(str(message.get("run_id"))), "cancelled")
 
 
 class RunHost:

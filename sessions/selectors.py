@@ -1,19 +1,12 @@
 from dataclasses import dataclass
-from functools import cache
 from uuid import UUID
 
-from django.db import connection
 from django.db.models import F, Prefetch, QuerySet
 from django.http import Http404
 
-from agents.models import Agent
-from core.prepared import read_in_one_round_trip
-from core.rows import column_count, column_list, instance_from_row
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
-from tenants.quotas import usage_from_row, usage_statement
-from tools.models import AgentTool, ToolPolicy
 
 
 def _uuid_or_404(value: UUID | str) -> UUID:
@@ -66,64 +59,14 @@ def lane_state_for(session_id: UUID) -> LaneState:
     return LaneState(active_run_id=active, is_idle=not lane)
 
 
-def _joined_ids(column: str) -> str:
-    """An aggregate of ``column``'s values as one comma-separated string."""
-    if connection.vendor == "postgresql":
-        return f"STRING_AGG({column}::text, ',')"
-    return f"GROUP_CONCAT({column}, ',')"
-
-
-@cache
-def _posting_query() -> str:
-    runs = Run._meta.db_table
-    active = ", ".join(["%s"] * len(ACTIVE_RUN_STATUSES))
-    lane = ", ".join(["%s"] * len(LANE_STATUSES))
-    return (
-        f"SELECT {column_list(Session, 's')}, {column_list(Agent, 'a')}, {column_list(ToolPolicy, 'p')},"  # noqa: S608
-        f" (SELECT r.id FROM {runs} r WHERE r.session_id = s.id AND r.status IN ({active})"
-        "   ORDER BY r.created_at, r.id LIMIT 1),"
-        f" EXISTS (SELECT 1 FROM {runs} r WHERE r.session_id = s.id AND r.status IN ({lane})),"
-        f" (SELECT {_joined_ids('t.tool_id')} FROM {AgentTool._meta.db_table} t WHERE t.agent_id = a.id)"
-        f" FROM {Session._meta.db_table} s JOIN {Agent._meta.db_table} a ON a.id = s.agent_id"
-        f" LEFT JOIN {ToolPolicy._meta.db_table} p ON p.agent_id = a.id"
-        " WHERE s.id = %s AND s.tenant_id = %s"
-    )
-
-
 def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
-    """The session a message is posted to, with its agent, the agent's tool policy, the lane,
-    and the actor's quota usage (``Session.quota_usage``).
-
-    What every message waits for, so one hand-written statement (``tests/test_runs_api.py``
-    pins it to the ORM's objects); 404 for a missing session and another tenant's alike.
-    """
-    pk_field = Session._meta.pk
-    assert pk_field is not None
-    params = [
-        *(str(status) for status in ACTIVE_RUN_STATUSES),
-        *(str(status) for status in LANE_STATUSES),
-        pk_field.get_db_prep_value(_uuid_or_404(session_id), connection),
-        pk_field.get_db_prep_value(actor.tenant.pk, connection),
-    ]
-    # The quota counts the post checks next come back in the same round trip.
-    session_rows, usage_rows = read_in_one_round_trip([(_posting_query(), params), usage_statement(actor)])
-    if not session_rows:
-        raise Http404("session not found")
-    row = session_rows[0]
-    session_end = column_count(Session)
-    agent_end = session_end + column_count(Agent)
-    policy_end = agent_end + column_count(ToolPolicy)
-    session = instance_from_row(Session, row[:session_end])
-    session.agent = instance_from_row(Agent, row[session_end:agent_end])
-    policy_row = row[agent_end:policy_end]
-    policy = None if policy_row[0] is None else instance_from_row(ToolPolicy, policy_row)
-    Agent.tool_policy.related.set_cached_value(session.agent, policy)
-    active_run_id = None if row[policy_end] is None else UUID(str(row[policy_end]))
-    session.lane_state = LaneState(active_run_id=active_run_id, is_idle=not row[policy_end + 1])
-    assigned = row[policy_end + 2].split(",") if row[policy_end + 2] else []
-    session.agent.assigned_tool_ids = sorted(str(UUID(tool_id)) for tool_id in assigned)
-    session.quota_usage = usage_from_row(usage_rows[0])
-    return session
+    """The session a message is posted to, with its agent and the agent's tool policy; 404 for a
+    missing session and another tenant's alike."""
+    sessions = Session.objects.filter(tenant=actor.tenant).select_related("agent", "agent__tool_policy")
+    try:
+        return sessions.get(pk=_uuid_or_404(session_id))
+    except Session.DoesNotExist as error:
+        raise Http404("session not found") from error
 
 
 def message_list_for_session(*, session: Session) -> QuerySet[Message]:

@@ -7,16 +7,13 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from core.prepared import transaction_in_round_trips
-from sessions import one_statement
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
-from sessions.events import PendingEvent, announce_on_commit, emit_event
+from sessions.events import emit_event
 from sessions.execution import run_finish
-from sessions.lane import claim_hint_for
 from sessions.models import (
     IdempotencyRecord,
     Message,
@@ -32,7 +29,7 @@ from sessions.run_host import run_stop_notify
 from sessions.selectors import LaneState, lane_state_for
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from sessions.sweeper import run_resume
-from sessions.tasks import dispatch_on_commit, enqueue_run, enqueue_run_on_commit
+from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit
 from tenants.actors import Actor
 from tenants.models import Role
 from tenants.quotas import check_post_message_quotas
@@ -110,12 +107,6 @@ def _validate_message_content(content: str) -> str:
     return content
 
 
-def _lane_state(session: Session) -> LaneState:
-    # session_get_for_posting reads the lane with the session: no query then.
-    state: LaneState | None = session.__dict__.get("lane_state")
-    return state if state is not None else lane_state_for(session.pk)
-
-
 def _idempotent_repeat(*, actor: Actor, session: Session, key: str) -> tuple[Message, Run] | None:
     window_start = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_WINDOW_SECONDS)
     IdempotencyRecord.objects.filter(
@@ -152,28 +143,22 @@ def session_post_message(
     _validate_message_content(content)
     if not session.agent.is_active:
         raise ValidationError({"non_field_errors": ["This session's agent is inactive."]})
-    lane = _lane_state(session)
+    lane = lane_state_for(session.pk)
     if lane.active_run_id is not None and multitask == "reject":
         raise LaneBusy(lane.active_run_id)
-    # session_get_for_posting read the usage with the session: no query then.
-    check_post_message_quotas(actor=actor, usage=session.__dict__.get("quota_usage"))
-    if connection.vendor == "postgresql" and not idempotency_key:
-        message, run = _store_message_and_run_in_one_statement(
-            actor=actor, session=session, content=content, lane=lane
-        )
-    else:
-        message, run = _store_message_and_run_with_orm(
-            actor=actor, session=session, content=content, idempotency_key=idempotency_key, lane=lane
-        )
+    check_post_message_quotas(actor=actor)
+    message, run = _store_message_and_run(
+        actor=actor, session=session, content=content, idempotency_key=idempotency_key, lane=lane
+    )
     if lane.active_run_id is not None and multitask == "interrupt":
         _interrupt_lane(actor=actor, session=session, new_run=run)
     return message, run
 
 
-def _store_message_and_run_with_orm(
+def _store_message_and_run(
     *, actor: Actor, session: Session, content: str, idempotency_key: str | None, lane: LaneState
 ) -> tuple[Message, Run]:
-    """In one transaction, with the idempotency key's record when there is a key (SQLite, or any key)."""
+    """In one transaction, with the idempotency key's record when there is a key."""
     try:
         with transaction.atomic():
             message, run = _insert_message_and_queue_run(
@@ -194,37 +179,6 @@ def _store_message_and_run_with_orm(
         if repeat is None:
             raise
         return repeat
-    return message, run
-
-
-def _store_message_and_run_in_one_statement(
-    *, actor: Actor, session: Session, content: str, lane: LaneState
-) -> tuple[Message, Run]:
-    """PostgreSQL: what the ORM version writes, in one statement (what every message waits for).
-
-    A run that its worker can claim from a hint (an idle lane) is enqueued before the commit:
-    the statement keeps the session's row locked until then, and the hinted claim locks that
-    row first (``sessions.lane``), so a worker faster than the commit waits for it and then
-    finds the run. The worker's part starts while the commit's WAL flush runs. Anything else is
-    enqueued or dispatched once committed, as its claim or dispatch reads the committed lane.
-    """
-    run_id = uuid.uuid4()
-    message = _new_user_message(session, content, run_id=run_id)
-    run = _new_queued_run(actor=actor, session=session, user_message=message, run_id=run_id)
-    queued = PendingEvent(session.pk, run.pk, "run.queued", _queued_data(run), timezone.now())
-    hint = claim_hint_for(run) if lane.is_idle else None
-    with transaction_in_round_trips() as round_trips:
-        sequence_numbers = one_statement.store_message_and_run(
-            message, run, title=_title_from(content), events=[queued], round_trips=round_trips
-        )
-        is_enqueued_before_commit = hint is not None and round_trips.sends_transaction_control
-        if is_enqueued_before_commit:
-            enqueue_run(run=run, hint=hint)
-        round_trips.run([], commit=True)
-    if not is_enqueued_before_commit:
-        _enqueue_on_commit(run, lane_is_idle=lane.is_idle)
-    # The task went out before the announcement, which only watchers await.
-    announce_on_commit(session.pk, [queued], sequence_numbers)
     return message, run
 
 

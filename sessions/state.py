@@ -10,8 +10,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions import one_statement
-from sessions.events import PendingEvent, emit_event, events_batched, flush_batched_events
+from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.models import Run, RunStatus, Step, StepStatus
 
 S = RunStatus
@@ -70,10 +69,6 @@ class StaleTransition(Exception):
     """The row changed since it was read: another worker or request moved it first."""
 
 
-class StaleAnswer(StaleTransition):
-    """A model call's step changed before its answer was stored: nothing of the answer was written."""
-
-
 def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields: Any) -> Run:
     """Move ``run`` to ``to_status`` (updating ``run`` in place) and audit it as a run.status event."""
     from_status = run.status
@@ -97,57 +92,6 @@ def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields:
     if updated != 1:
         raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
     return run
-
-
-def run_transition_to_end_in_one_statement(
-    run: Run,
-    to_status: str,
-    *,
-    actor: str,
-    stop_reason: str,
-    error: str,
-    then: PendingEvent,
-    answer: one_statement.AnswerCompletion | None = None,
-) -> Run:
-    """PostgreSQL: ``run_transition`` to a terminal state and the event ``then``, in one statement.
-
-    The same checks, row changes and audit as ``run_transition`` (open steps cancelled too).
-    With ``answer`` (the run's last answer, held back), the answer is stored first in the same
-    round trip and commit: StaleAnswer says the answer's step was stale (nothing was written),
-    StaleTransition that the run moved on (the answer was stored, the end was not).
-    """
-    from_status = run.status
-    if to_status not in RUN_TRANSITIONS[from_status] or to_status not in TERMINAL_RUN_STATUSES:
-        raise InvalidTransition(f"run {run.pk}: {from_status} → {to_status} is not allowed")
-    now = timezone.now()
-    audit = transition_audit(from_status, to_status, actor=actor, stop_reason=stop_reason)
-    events = [PendingEvent(run.session_id, run.pk, "run.status", audit, now), then]
-    if answer is None:
-        is_finished = one_statement.finish_run(
-            run, to_status=to_status, stop_reason=stop_reason, error=error, finished_at=now, events=events
-        )
-    else:
-        is_answered, is_finished = one_statement.store_answer_and_finish_run(
-            answer,
-            run,
-            to_status=to_status,
-            stop_reason=stop_reason,
-            error=error,
-            finished_at=now,
-            events=events,
-        )
-        if not is_answered:
-            raise stale_answer(answer)
-    if not is_finished:
-        raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
-    run.status, run.version, run.stop_reason, run.error = to_status, run.version + 1, stop_reason, error
-    run.finished_at, run.lease_owner, run.lease_expires_at = now, "", None
-    return run
-
-
-def stale_answer(answer: one_statement.AnswerCompletion) -> StaleAnswer:
-    step = answer.step
-    return StaleAnswer(f"step {step.pk} is no longer {step.status} at version {step.version}")
 
 
 def _record_transition(

@@ -10,22 +10,21 @@ from django.db import transaction
 
 from core.tasks import enqueue_task
 from sessions.execution import run_execute
-from sessions.lane import ClaimHint, claim_hint_for, runs_to_dispatch
+from sessions.lane import runs_to_dispatch
 from sessions.models import Run
 from sessions.planning.delivery import parent_resume_when_children_done
 from sessions.publisher import wait_until_published
 from sessions.run_host import run_queue_broker
 
 
-def execute_run(run_id: str, claim_hint: dict[str, Any] | None = None) -> None:
+def execute_run(run_id: str, claim_hint: Any = None) -> None:
     """Run one agent run to its end. Idempotent: a run that is not queued is left alone.
 
     Run tasks travel on the run queue and run hosts execute them (``sessions.run_host``).
 
-    ``claim_hint``: what the poster knew of the run (``ClaimHint``), for a claim in one round trip.
+    ``claim_hint`` is accepted and ignored: tasks queued by the previous version carry one.
     """
-    hint = ClaimHint.from_task_argument(claim_hint) if claim_hint is not None else None
-    run = run_execute(run_id=UUID(run_id), claim_hint=hint)
+    run = run_execute(run_id=UUID(run_id))
     if run is None:
         return
     wait_until_published()  # the run's last events go out before the lane's bookkeeping runs
@@ -44,16 +43,11 @@ def run_dispatch_next(*, session_id: UUID) -> UUID | None:
     return run_id
 
 
-def enqueue_run(*, run: Run, hint: ClaimHint | None) -> None:
-    """The run's task now (on an idle lane: no dispatch), with what its claim may check instead of reading."""
-    arguments = (str(run.pk),) if hint is None else (str(run.pk), hint.as_task_argument())
-    enqueue_task(execute_run, *arguments, task_name=f"run-{run.pk}", broker=run_queue_broker())
-
-
 def enqueue_run_on_commit(*, run: Run) -> None:
     """The run's task, once the transaction that queued it commits (on an idle lane: no dispatch)."""
-    hint = claim_hint_for(run)
-    transaction.on_commit(lambda: enqueue_run(run=run, hint=hint))
+    transaction.on_commit(
+        lambda: enqueue_task(execute_run, str(run.pk), task_name=f"run-{run.pk}", broker=run_queue_broker())
+    )
 
 
 def dispatch_on_commit(*, session_id: UUID) -> None:

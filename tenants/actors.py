@@ -32,11 +32,6 @@ class Actor:
 
 def actor_for_api_key(api_key: ApiKey) -> Actor | None:
     """The key acts with its creator's current role, capped at viewer for read-only keys."""
-    if hasattr(api_key, "creator_role"):  # read with the key (tenants.authentication)
-        if api_key.creator_role is None:
-            return None
-        role = api_key.creator_role if api_key.scope == ApiKeyScope.WRITE else Role.VIEWER
-        return Actor(user=api_key.created_by, tenant=api_key.tenant, role=role, api_key=api_key)
     membership = (
         Membership.objects.filter(tenant_id=api_key.tenant_id, user_id=api_key.created_by_id)
         .select_related("tenant", "user")

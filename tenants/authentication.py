@@ -1,18 +1,14 @@
 from datetime import timedelta
-from functools import cache
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from core.api.throttling import start_token_count
-from core.prepared import prepared_cursor
-from core.rows import column_count, column_list, instance_from_row
 from tenants.api_keys import secret_matches, split_key
-from tenants.models import ApiKey, Membership, Tenant
+from tenants.models import ApiKey
 
 # Writing last_used_at on every request would turn each read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -34,39 +30,9 @@ def authenticate_api_key(plaintext: str) -> ApiKey | None:
     return api_key
 
 
-@cache
-def _key_query() -> str:
-    user_model = get_user_model()
-    return (
-        f"SELECT {column_list(ApiKey, 'k')}, {column_list(Tenant, 't')}, {column_list(user_model, 'u')},"  # noqa: S608
-        f" (SELECT m.role FROM {Membership._meta.db_table} m"
-        "   WHERE m.tenant_id = k.tenant_id AND m.user_id = k.created_by_id LIMIT 1)"
-        f" FROM {ApiKey._meta.db_table} k"
-        f" JOIN {Tenant._meta.db_table} t ON t.id = k.tenant_id"
-        f" JOIN {user_model._meta.db_table} u ON u.id = k.created_by_id"
-        " WHERE k.prefix = %s"
-    )
-
-
 def _api_key_with_prefix(prefix: str) -> ApiKey | None:
-    """The key with its tenant, its creator and the creator's role in one statement.
-
-    Every API request starts here, so the statement is written out rather than compiled by
-    the ORM on each request (``tests/test_auth_api_keys.py`` pins it to the ORM's answer).
-    The key acts with the creator's role (``tenants.actors.actor_for_api_key``).
-    """
-    with prepared_cursor() as cursor:
-        cursor.execute(_key_query(), [prefix])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    key_end = column_count(ApiKey)
-    tenant_end = key_end + column_count(Tenant)
-    api_key = instance_from_row(ApiKey, row[:key_end])
-    api_key.tenant = instance_from_row(Tenant, row[key_end:tenant_end])
-    api_key.created_by = instance_from_row(get_user_model(), row[tenant_end:-1])
-    api_key.creator_role = row[-1]
-    return api_key
+    """The key with its tenant and its creator (the key acts with the creator's role)."""
+    return ApiKey.objects.select_related("tenant", "created_by").filter(prefix=prefix).first()
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

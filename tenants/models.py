@@ -34,10 +34,6 @@ class Tenant(models.Model):
     settings = models.JSONField(default=default_tenant_settings, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    # Not a column: the tenant's own provider keys by provider (None: it has none), for the
-    # providers read with the tenant (sessions.lane loads a run's); agents.model_clients uses it.
-    loaded_provider_keys: "dict[str, ProviderKey | None]"
-
     class Meta:
         ordering = ["slug"]
 
@@ -88,9 +84,6 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
-    # Not a column: the creator's role, set when authentication reads the key with it
-    # (tenants.authentication); tenants.actors.actor_for_api_key uses it when present.
-    creator_role: str | None
     # Not a column: the rate limit's bucket for the request's token (core.api.throttling).
     rate_limit_ident: str
 

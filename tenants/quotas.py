@@ -9,26 +9,20 @@ The limits are per-tenant settings (``tenants.limits.DEFAULT_LIMITS``, overridde
 - ``active_runs_per_user`` (3): the user's runs in ``ACTIVE_RUN_STATUSES`` at once; queued
   runs wait in their lane and do not count.
 
-The checks read the database (one statement of three small aggregates while under every
-limit), so the limits hold across processes and hosts, and a rejected request leaves nothing
-behind. A check is not a reservation: requests that race past the same check together are
-all accepted.
+The checks read the database, so the limits hold across processes and hosts, and a rejected
+request leaves nothing behind. A check is not a reservation: requests that race past the same
+check together are all accepted.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
-from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
 from django.db.models import F, Sum, Window
 from django.utils import timezone
 
-from core.prepared import rows_of
 from sessions.models import Run, Step
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
@@ -51,63 +45,11 @@ class QuotaExceeded(Exception):
         self.retry_after_seconds = max(1, retry_after_seconds)
 
 
-def check_post_message_quotas(*, actor: Actor, usage: QuotaUsage | None = None) -> None:
-    """Raise QuotaExceeded when posting a message now would go over any of the actor's limits.
-
-    The common case (under every limit) costs one statement, or none when ``usage`` was read
-    already (``usage_statement``, with the session: ``session_get_for_posting``); the queries
-    that work out when a limit frees up run only when one is reached.
-    """
-    if usage is None:
-        usage = _usage_now(actor)
-    if usage.active_runs >= _positive_limit(actor.tenant, "active_runs_per_user"):
-        check_active_runs(actor=actor)
-    if usage.runs_in_window >= _positive_limit(actor.tenant, "messages_per_minute_per_user"):
-        check_message_rate(actor=actor)
-    if usage.tokens_in_window >= _positive_limit(actor.tenant, "model_tokens_per_minute"):
-        check_model_token_rate(tenant=actor.tenant)
-
-
-@dataclass(frozen=True)
-class QuotaUsage:
-    active_runs: int
-    runs_in_window: int
-    tokens_in_window: int
-
-
-@cache
-def _usage_query() -> str:
-    runs, steps = Run._meta.db_table, Step._meta.db_table
-    active = ", ".join(["%s"] * len(ACTIVE_RUN_STATUSES))
-    return (
-        f"SELECT (SELECT COUNT(*) FROM {runs} WHERE tenant_id = %s AND created_by_id = %s"  # noqa: S608
-        f"  AND status IN ({active})),"
-        f" (SELECT COUNT(*) FROM {runs} WHERE tenant_id = %s AND created_by_id = %s AND created_at > %s),"
-        f" (SELECT COALESCE(SUM(s.input_tokens + s.output_tokens), 0) FROM {steps} s"
-        f"  JOIN {runs} r ON r.id = s.run_id WHERE r.tenant_id = %s AND s.finished_at > %s)"
-    )
-
-
-def _usage_now(actor: Actor) -> QuotaUsage:
-    """The three counts every post checks, in one statement (what the ORM would compile each time)."""
-    return usage_from_row(rows_of(*usage_statement(actor))[0])
-
-
-def usage_statement(actor: Actor) -> tuple[str, list[Any]]:
-    """The statement of the three counts every post checks; ``usage_from_row`` reads its row."""
-    tenant_id = Run._meta.get_field("tenant").get_db_prep_value(actor.tenant.pk, connection)
-    user_id = Run._meta.get_field("created_by").get_db_prep_value(actor.user_id, connection)
-    window_start = Run._meta.get_field("created_at").get_db_prep_value(
-        timezone.now() - RATE_WINDOW, connection
-    )
-    statuses = [str(status) for status in ACTIVE_RUN_STATUSES]
-    params = [tenant_id, user_id, *statuses, tenant_id, user_id, window_start, tenant_id, window_start]
-    return _usage_query(), params
-
-
-def usage_from_row(row: tuple[Any, ...]) -> QuotaUsage:
-    active_runs, runs_in_window, tokens_in_window = row
-    return QuotaUsage(int(active_runs), int(runs_in_window), int(tokens_in_window))
+def check_post_message_quotas(*, actor: Actor) -> None:
+    """Raise QuotaExceeded when posting a message now would go over any of the actor's limits."""
+    check_active_runs(actor=actor)
+    check_message_rate(actor=actor)
+    check_model_token_rate(tenant=actor.tenant)
 
 
 def check_message_rate(*, actor: Actor) -> None:

@@ -108,7 +108,7 @@ class LiveStack:
     def start_worker(self, *, workers: int = 2) -> LiveProcess:
         environment = dict(self.environment, Q_WORKERS=str(workers))
         log_path = self.log_dir / f"worker-{len(self.workers)}.log"
-        # `worker` = a django-q2 cluster plus the lease sweeper, as deployed.
+        # `worker` = the run host, the lease sweeper and a django-q2 cluster, as deployed.
         worker = LiveProcess([sys.executable, "manage.py", "worker"], environment, log_path).start()
         self.workers.append(worker)
         return worker
@@ -130,9 +130,7 @@ class LiveStack:
             "--ws-per-message-deflate",
             "false",
         ]
-        # As deployed: the ASGI server shares a database connection pool (DATABASE_POOL).
-        environment = dict(self.environment, DATABASE_POOL="true")
-        self.server = LiveProcess(argv, environment, self.log_dir / "server.log").start()
+        self.server = LiveProcess(argv, self.environment, self.log_dir / "server.log").start()
         self._wait_for_server()
         return self.server
 

@@ -6,8 +6,6 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.api.errors import api_exception_handler
@@ -17,8 +15,6 @@ from tenants.actors import Actor
 from tenants.models import Role, Tenant
 from tenants.quotas import (
     QuotaExceeded,
-    QuotaUsage,
-    _usage_now,
     check_active_runs,
     check_message_rate,
     check_model_token_rate,
@@ -316,17 +312,6 @@ def test_post_message_quotas_enforce_each_limit(cast: Cast, limits: dict[str, in
     assert raised.value.message == message
 
 
-def test_post_message_quotas_enforce_a_limit_on_usage_read_beforehand(cast: Cast) -> None:
-    set_tenant_limits(cast.tenant_a, active_runs_per_user=1)
-    make_run(cast.tenant_a, cast.bob, status=RunStatus.EXECUTING)
-    read_with_the_session = QuotaUsage(active_runs=1, runs_in_window=1, tokens_in_window=0)
-
-    with pytest.raises(QuotaExceeded) as raised:
-        check_post_message_quotas(actor=actor_for(cast.bob, cast.tenant_a), usage=read_with_the_session)
-
-    assert raised.value.message == "Active run limit reached: 1 at once per user in this workspace."
-
-
 @pytest.mark.parametrize("value", [0, -1, "20", True, None])
 def test_a_limit_that_is_not_a_positive_integer_is_a_configuration_error(cast: Cast, value: object) -> None:
     set_tenant_limits(cast.tenant_a, messages_per_minute_per_user=value)
@@ -363,25 +348,3 @@ def test_quota_throttled_answers_429_with_retry_after_and_the_error_body() -> No
             "fields": {},
         }
     }
-
-
-def test_the_usage_a_post_checks_is_read_in_one_statement_with_exact_counts(cast: Cast) -> None:
-    """``_usage_now`` is hand-written SQL: only the user's runs and the tenant's steps in the window."""
-    carol_in_a = make_user("carol-in-a@example.com")
-    make_run(cast.tenant_a, cast.bob, status=RunStatus.EXECUTING, seconds_ago=90)  # active, out of window
-    make_run(cast.tenant_a, cast.bob, status=RunStatus.QUEUED, seconds_ago=10)  # in window, not active
-    counted = make_run(cast.tenant_a, cast.bob, status=RunStatus.PLANNING, seconds_ago=59)
-    make_run(cast.tenant_a, cast.bob, seconds_ago=61)
-    make_run(cast.tenant_a, carol_in_a, status=RunStatus.EXECUTING)  # another user
-    make_run(cast.tenant_b, cast.bob, status=RunStatus.EXECUTING)  # another tenant
-    make_step(counted, input_tokens=100, output_tokens=20, seconds_ago=59)
-    make_step(make_run(cast.tenant_a, carol_in_a), input_tokens=5, output_tokens=0, seconds_ago=1)
-    make_step(counted, input_tokens=1_000, output_tokens=0, seconds_ago=61)  # out of window
-    make_step(counted, input_tokens=1_000, output_tokens=0, seconds_ago=None)  # unfinished
-    make_step(make_run(cast.tenant_b, cast.carol), input_tokens=1_000, output_tokens=0, seconds_ago=1)
-
-    with CaptureQueriesContext(connection) as statements:
-        usage = _usage_now(actor_for(cast.bob, cast.tenant_a))
-
-    assert (usage.active_runs, usage.runs_in_window, usage.tokens_in_window) == (2, 2, 125)
-    assert len(statements) == 1

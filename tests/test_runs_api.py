@@ -1,32 +1,16 @@
 """Sessions, messages and runs through the API, executed in-process by the task function."""
 
-import threading
-from typing import Any
-from unittest.mock import patch
-
 import psycopg
 import pytest
 from django.db import connection
-from django.http import Http404
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from agents.models import Agent
-from sessions.compaction import session_transcript
-from sessions.execution import transcript_for
-from sessions.lane import claim_hint_for, run_claim
 from sessions.models import Message, Run, RunEvent, Session, Step
-from sessions.selectors import LaneState, session_get_for_posting
-from sessions.services import _store_message_and_run_in_one_statement, _store_message_and_run_with_orm
 from sessions.tasks import execute_run
-from tenants.actors import Actor
-from tenants.quotas import QuotaUsage, check_post_message_quotas
 from tests.conftest import Cast
-from tests.factories import field_values, make_agent
+from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
-from tests.live import wait_until
-from tools.models import AgentTool, Tool, ToolKind, ToolPolicy
-from tools.registry import _run_tool_candidates, policy_snapshot, toolset_for_run
 
 pytestmark = pytest.mark.django_db
 
@@ -404,10 +388,10 @@ def test_session_list_uses_a_constant_number_of_queries(cast: Cast, bob_api: API
 @pytest.mark.parametrize(
     ("content", "expected_by_vendor"),
     [
-        ("hello there", {"postgresql": (4, 10), "sqlite": (11, 41)}),
+        ("hello there", {"postgresql": (16, 45), "sqlite": (17, 45)}),
         # model call → calculator → model call; the calculator is read-only and quick, so on
         # PostgreSQL its start is stored with its end (sessions.recorder: held steps)
-        ("What is 12*7?", {"postgresql": (4, 13), "sqlite": (11, 72)}),
+        ("What is 12*7?", {"postgresql": (16, 77), "sqlite": (17, 77)}),
     ],
     ids=["plain", "one tool call"],
 )
@@ -417,10 +401,8 @@ def test_posting_and_running_a_message_take_a_fixed_number_of_statements(
 ) -> None:
     """The hot path's reads and writes, counted: a change that adds one shows up here.
 
-    PostgreSQL numbers and stores events in one statement; SQLite needs two per batch, and
-    its transactions' BEGIN is a statement of its own. On PostgreSQL the claim's transaction
-    and the one of the run's last answer and end send BEGIN and COMMIT with their statements
-    (``core.prepared.transaction_in_round_trips``), so those are not counted.
+    The same ORM statements on both databases; SQLite's transactions send BEGIN as a statement
+    of their own (PostgreSQL's go with the first statement).
     """
     agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
     warm_up_session = start_session(bob_api, agent.pk)
@@ -434,68 +416,6 @@ def test_posting_and_running_a_message_take_a_fixed_number_of_statements(
 
     assert Run.objects.get(pk=run_id).status == "completed"
     assert (len(posting), len(running)) == expected_by_vendor[connection.vendor]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_post_to_an_idle_lane_sends_the_claim_hint_with_the_runs_task(
-    cast: Cast, bob_api: APIClient
-) -> None:
-    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
-    session_id = start_session(bob_api, agent.pk)
-
-    with patch("core.tasks.async_task") as enqueue:
-        run_id = post_message(bob_api, session_id, "hello there")["run"]["id"]  # type: ignore[index]
-
-    run = Run.objects.get(pk=run_id)
-    hint = claim_hint_for(run)
-    assert hint is not None
-    assert hint.session_id == run.session_id and hint.user_message_id == run.user_message_id
-    assert enqueue.call_count == 1
-    assert enqueue.call_args.args == (execute_run, str(run.pk), hint.as_task_argument())
-    assert enqueue.call_args.kwargs["save"] is False  # the run is the record (core.tasks)
-    execute_run(*enqueue.call_args.args[1:])
-    assert Run.objects.filter(pk=run_id).values_list("status", flat=True).get() == "completed"
-
-
-@pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the task goes out before the commit on PostgreSQL"
-)
-@pytest.mark.django_db(transaction=True)
-def test_a_worker_faster_than_the_posts_commit_waits_for_it_then_runs_the_run(
-    cast: Cast, bob_api: APIClient
-) -> None:
-    """The post enqueues its hinted run before committing; a claim started then waits on the
-    session's row lock, and once the post commits it finds the run and runs it."""
-    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
-    session_id = start_session(bob_api, agent.pk)
-    workers: list[threading.Thread] = []
-    claims_waiting_on_the_post: list[int] = []
-
-    def run_the_task_at_once(function: Any, *args: Any, **kwargs: Any) -> str:
-        def work() -> None:
-            try:
-                function(*args)
-            finally:
-                connection.close()  # this thread's own connection
-
-        workers.append(threading.Thread(target=work))
-        workers[-1].start()
-        claims_waiting_on_the_post.append(wait_until(backends_waiting_on_a_lock, timeout=10))
-        return "task-id"
-
-    with patch("core.tasks.async_task", side_effect=run_the_task_at_once):
-        run_id = post_message(bob_api, session_id, "hello there")["run"]["id"]  # type: ignore[index]
-    workers[0].join(timeout=20)
-
-    assert claims_waiting_on_the_post == [1]
-    run = Run.objects.get(pk=run_id)
-    assert (run.status, run.stop_reason, run.attempt) == ("completed", "end_turn", 1)
-    assert [event.type for event in RunEvent.objects.filter(run_id=run_id).order_by("seq")][:4] == [
-        "run.queued",
-        "run.status",
-        "run.started",
-        "run.status",
-    ]
 
 
 def backends_waiting_on_a_lock() -> int:
@@ -513,131 +433,3 @@ def backends_waiting_on_a_lock() -> int:
             " AND wait_event_type = 'Lock'"
         ).fetchone()
     return int(row[0]) if row else 0
-
-
-def test_the_session_to_post_to_is_read_as_the_orm_reads_it(cast: Cast, bob_api: APIClient) -> None:
-    """``session_get_for_posting`` is hand-written SQL: its objects and lane must be the ORM's."""
-    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
-    session = Session.objects.get(pk=start_session(bob_api, agent.pk))
-    actor = Actor(user=cast.bob, tenant=cast.tenant_a, role="member")
-
-    idle = session_get_for_posting(actor=actor, session_id=session.pk)
-    assert field_values(idle) == field_values(session)
-    assert field_values(idle.agent) == field_values(Agent.objects.get(pk=agent.pk))
-    assert idle.lane_state == LaneState(active_run_id=None, is_idle=True)
-    with CaptureQueriesContext(connection) as reads:
-        snapshot_without_policy = policy_snapshot(idle.agent)
-    assert snapshot_without_policy["profile"] == ToolPolicy(agent=agent).profile
-    assert snapshot_without_policy["assigned_tool_ids"] == []
-    assert len(reads) == 0  # the missing policy and the assignments came with the session
-
-    ToolPolicy.objects.create(agent=agent, profile="full", allow=["calculator"], max_calls_per_turn=3)
-    tools = [
-        Tool.objects.create(tenant=cast.tenant_a, name=f"crm{index}", kind=ToolKind.HTTP, input_schema={})
-        for index in range(3)
-    ]
-    for tool in tools:
-        AgentTool.objects.create(agent=agent, tool=tool)
-    queued = Run.objects.create(
-        tenant=cast.tenant_a, session=session, agent=agent, created_by=cast.bob, status="queued"
-    )
-    waiting = session_get_for_posting(actor=actor, session_id=str(session.pk))
-    assert waiting.lane_state == LaneState(active_run_id=None, is_idle=False)
-    assert policy_snapshot(waiting.agent) == policy_snapshot(Agent.objects.get(pk=agent.pk))
-    assert policy_snapshot(waiting.agent)["allow"] == ["calculator"]
-    assert policy_snapshot(waiting.agent)["assigned_tool_ids"] == sorted(str(tool.pk) for tool in tools)
-
-    Run.objects.filter(pk=queued.pk).update(status="executing")
-    active = session_get_for_posting(actor=actor, session_id=session.pk)
-    assert active.lane_state == LaneState(active_run_id=queued.pk, is_idle=False)
-    # The poster's quota usage comes with the session: the check that follows reads nothing.
-    assert active.quota_usage == QuotaUsage(active_runs=1, runs_in_window=1, tokens_in_window=0)
-    with CaptureQueriesContext(connection) as checks:
-        check_post_message_quotas(actor=actor, usage=active.quota_usage)
-    assert len(checks) == 0
-
-    outsider = Actor(user=cast.carol, tenant=cast.tenant_b, role="owner")
-    for actor_elsewhere, session_id in ((outsider, session.pk), (actor, "not-a-uuid")):
-        with pytest.raises(Http404):
-            session_get_for_posting(actor=actor_elsewhere, session_id=session_id)
-
-
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement post is PostgreSQL's")
-def test_posting_in_one_statement_writes_what_the_orm_writes(cast: Cast, bob_api: APIClient) -> None:
-    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
-    actor = Actor(user=cast.bob, tenant=cast.tenant_a, role="member")
-    written = []
-    for store in (_store_message_and_run_in_one_statement, _store_message_and_run_with_orm):
-        session = session_get_for_posting(actor=actor, session_id=start_session(bob_api, agent.pk))
-        extra = {} if store is _store_message_and_run_in_one_statement else {"idempotency_key": None}
-        lane = session.lane_state
-        with patch("sessions.services.enqueue_run_on_commit") as enqueue:
-            message, run = store(actor=actor, session=session, content="  hello there ", lane=lane, **extra)
-        assert enqueue.call_args.kwargs == {"run": run}
-        stored_message, stored_run = Message.objects.get(pk=message.pk), Run.objects.get(pk=run.pk)
-        assert (field_values(stored_message), field_values(stored_run)) == (
-            field_values(message),
-            field_values(run),
-        )
-        stored_session = Session.objects.get(pk=session.pk)
-        events = list(
-            RunEvent.objects.filter(session=session.pk).values_list("seq", "type", "run_id", "data")
-        )
-        written.append(
-            {
-                "message": (stored_message.role, stored_message.content, stored_message.position),
-                "run": (stored_run.status, stored_run.agent_config, stored_run.user_message_id == message.pk),
-                "session": (
-                    stored_session.title,
-                    stored_session.last_event_seq,
-                    stored_session.updated_at >= run.created_at,
-                ),
-                "events": [
-                    (seq, event_type, run_id == run.pk, data == {"message_id": str(message.pk)})
-                    for seq, event_type, run_id, data in events
-                ],
-            }
-        )
-    assert written[0] == written[1]
-    assert written[0]["session"] == ("hello there", 1, True)
-
-
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the claim reads ahead on PostgreSQL")
-def test_a_claimed_run_carries_its_tool_candidates_and_transcript_as_the_run_would_read_them(
-    cast: Cast, bob_api: APIClient
-) -> None:
-    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
-    assigned = Tool.objects.create(tenant=cast.tenant_a, name="crm", kind=ToolKind.HTTP, input_schema={})
-    Tool.objects.create(tenant=cast.tenant_a, name="not-assigned", kind=ToolKind.HTTP, input_schema={})
-    AgentTool.objects.create(agent=agent, tool=assigned)
-    session_id = start_session(bob_api, agent.pk)
-    execute_run(post_message(bob_api, session_id, "first")["run"]["id"])  # type: ignore[index]
-    run_id = post_message(bob_api, session_id, "second")["run"]["id"]  # type: ignore[index]
-
-    claimed = run_claim(run_id=run_id, owner="worker-1")  # type: ignore[arg-type]
-
-    assert claimed is not None
-    prefetched = claimed.prefetched
-    expected_tools = _run_tool_candidates(cast.tenant_a.pk, {str(assigned.pk)})
-    assert [field_values(tool) for tool in prefetched.tool_candidates or []] == [
-        field_values(tool) for tool in expected_tools
-    ]
-    assert "crm" in {tool.name for tool in expected_tools} and "not-assigned" not in {
-        tool.name for tool in expected_tools
-    }
-    transcript = session_transcript(session_id=claimed.session_id)
-    assert [message.role for message in transcript] == ["user", "assistant", "user"]
-    assert prefetched.transcript == transcript
-    # Each is read ahead for one reader; the next asks the database again, and gets the same.
-    with CaptureQueriesContext(connection) as first_reads:
-        assert transcript_for(claimed) == transcript
-        toolset_from_prefetch = toolset_for_run(claimed)
-    assert len(first_reads) == 0
-    assert (prefetched.transcript, prefetched.tool_candidates) == (None, None)
-    with CaptureQueriesContext(connection) as second_reads:
-        assert transcript_for(claimed) == transcript
-        toolset_from_database = toolset_for_run(claimed)
-    assert len(second_reads) == 2
-    assert "crm" in toolset_from_prefetch.tools
-    assert sorted(toolset_from_prefetch.tools) == sorted(toolset_from_database.tools)
-    assert toolset_from_prefetch.decisions == toolset_from_database.decisions

@@ -1,10 +1,12 @@
 """Runs executed by a real django-q2 cluster in another process (ORM broker or Redis)."""
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from rest_framework.test import APIClient
 
 from sessions.models import Message, Run, RunEvent
@@ -138,3 +140,96 @@ def test_a_burst_of_messages_runs_one_at_a_time_in_order(
         m.text for m in Message.objects.filter(session_id=session["id"], role="user").order_by("position")
     ]
     assert user_texts == [f"burst {n}" for n in range(5)]
+
+
+@pytest.fixture
+def slow_heartbeat_worker(tmp_path: Path, fake_model: FakeModelServer) -> Iterator[LiveStack]:
+    """A worker whose database read for cancels is rare when a channel layer can tell it at once."""
+    heartbeat = "30" if settings.REDIS_URL else "1"
+    stack = LiveStack(
+        tmp_path,
+        ANTHROPIC_API_KEY="test-anthropic-key",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        RUN_HEARTBEAT_SECONDS=heartbeat,
+    )
+    stack.start_worker(workers=1)
+    yield stack
+    stack.stop()
+
+
+def test_a_cancel_stops_a_run_in_another_worker_process_within_two_seconds(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, slow_heartbeat_worker: LiveStack
+) -> None:
+    """Through the channel layer with Redis (the heartbeat is 30 s there), else the heartbeat (1 s)."""
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    fake_model.script(Turn(text="slow " * 2000, chunk_size=5, chunk_delay=0.05), match="cancel-test")
+    session = bob_api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()
+    run_id = bob_api.post(
+        f"/api/v1/sessions/{session['id']}/messages/", {"content": "cancel-test"}, format="json"
+    ).json()["run"]["id"]
+    wait_until(
+        lambda: RunEvent.objects.filter(run_id=run_id, type="text.delta").exists(),
+        timeout=30,
+        message=f"the model call to stream\n{slow_heartbeat_worker.logs()}",
+    )
+
+    cancelled_at = time.monotonic()
+    assert bob_api.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 202
+    wait_until(
+        lambda: Run.objects.filter(pk=run_id, status="cancelled").exists(),
+        timeout=10,
+        message=f"the run to stop\n{slow_heartbeat_worker.logs()}",
+    )
+
+    assert time.monotonic() - cancelled_at < 2.0
+    assert fake_model.wait_for_closed_streams(1, timeout=5) == 1
+    assert RunEvent.objects.filter(run_id=run_id).order_by("-seq").first().type == "run.cancelled"  # type: ignore[union-attr]
+
+
+def test_a_worker_stopped_with_sigterm_hands_its_run_back_for_another_worker(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, tmp_path: Path
+) -> None:
+    stack = LiveStack(
+        tmp_path,
+        ANTHROPIC_API_KEY="test-anthropic-key",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        RUN_SHUTDOWN_GRACE_SECONDS="0.5",
+    )
+    try:
+        stopping_worker = stack.start_worker(workers=1)
+        agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+        fake_model.script(
+            Turn(text="slow " * 2000, chunk_size=5, chunk_delay=0.05), Turn(text="resumed."), match="handover"
+        )
+        session = bob_api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()
+        run_id = bob_api.post(
+            f"/api/v1/sessions/{session['id']}/messages/", {"content": "handover"}, format="json"
+        ).json()["run"]["id"]
+        wait_until(
+            lambda: RunEvent.objects.filter(run_id=run_id, type="text.delta").exists(),
+            timeout=30,
+            message=f"the model call to stream\n{stack.logs()}",
+        )
+        stack.start_worker(workers=1)
+
+        stopping_worker.stop()
+        wait_until(
+            lambda: Run.objects.filter(pk=run_id, status="completed").exists(),
+            timeout=40,
+            message=f"another worker to finish the run\n{stack.logs()}",
+        )
+    finally:
+        stack.stop()
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason, run.attempt) == ("completed", "end_turn", 1)
+    moves = [
+        (event.data["from"], event.data["to"], event.data["actor"])
+        for event in RunEvent.objects.filter(run_id=run_id, type="run.status").order_by("seq")
+    ]
+    assert ("executing", "queued", "worker") in moves
+    assert run.messages.filter(role="assistant").order_by("-position").first().text == "resumed."  # type: ignore[union-attr]
+    seqs = list(
+        RunEvent.objects.filter(session_id=session["id"]).order_by("seq").values_list("seq", flat=True)
+    )
+    assert seqs == list(range(1, len(seqs) + 1))

@@ -5,12 +5,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from agents.models import Agent
-from core.prepared import prepared_cursor
-from core.rows import column_count, column_list, instance_from_row
-from mcp_servers.models import McpServer
 from sessions.models import Run
 from tenants.models import Role
 from tools.builtins import load_builtin_tools
@@ -63,14 +61,12 @@ def policy_snapshot(agent: Agent) -> dict[str, Any]:
 
 
 def _assigned_tool_ids(agent: Agent) -> list[str]:
-    if "assigned_tool_ids" in agent.__dict__:  # read with the agent
-        return sorted(agent.assigned_tool_ids)
     return sorted(str(pk) for pk in agent.tool_assignments.values_list("tool_id", flat=True))
 
 
 def _stored_policy(agent: Agent) -> ToolPolicy | None:
     try:
-        return agent.tool_policy  # read with the agent by session_get_for_posting; else one query
+        return agent.tool_policy  # read with the agent by session_get_for_posting
     except ToolPolicy.DoesNotExist:
         return None
 
@@ -115,42 +111,9 @@ class RunToolset:
 
 
 def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
-    """The built-ins and the tenant's assigned tools, each with its MCP server, in one statement.
-
-    Every run starts here, so the statement is written out (``tests/tools`` pins it to the ORM's
-    ``Tool.objects.filter(...).select_related("mcp_server")``). A claim on PostgreSQL reads it
-    along with the run (``sessions.lane``, ``Run.prefetched``).
-    """
-    statement, params = run_tool_candidates_statement(tenant_id, assigned)
-    with prepared_cursor() as cursor:
-        cursor.execute(statement, params)
-        return tool_candidates_from_rows(cursor.fetchall())
-
-
-def run_tool_candidates_statement(tenant_id: Any, assigned: set[str]) -> tuple[str, list[Any]]:
-    pk = Tool._meta.pk
-    assert pk is not None
-    assigned_ids = [pk.get_db_prep_value(UUID(tool_id), connection) for tool_id in sorted(assigned)]
-    statement = (
-        f"SELECT {column_list(Tool, 't')}, {column_list(McpServer, 'm')}"  # noqa: S608
-        f" FROM {Tool._meta.db_table} t LEFT JOIN {McpServer._meta.db_table} m ON m.id = t.mcp_server_id"
-        " WHERE t.tenant_id IS NULL"
-    )
-    params: list[Any] = []
-    if assigned_ids:
-        statement += f" OR (t.tenant_id = %s AND t.id IN ({', '.join(['%s'] * len(assigned_ids))}))"
-        params = [Tool._meta.get_field("tenant").get_db_prep_value(tenant_id, connection), *assigned_ids]
-    return statement, params
-
-
-def tool_candidates_from_rows(rows: list[tuple[Any, ...]]) -> list[Tool]:
-    tool_end = column_count(Tool)
-    tools = []
-    for row in rows:
-        tool = instance_from_row(Tool, row[:tool_end])
-        tool.mcp_server = None if tool.mcp_server_id is None else instance_from_row(McpServer, row[tool_end:])
-        tools.append(tool)
-    return tools
+    """The built-ins and the tenant's assigned tools, each with its MCP server."""
+    mine = Q(tenant__isnull=True) | Q(tenant_id=tenant_id, pk__in=[UUID(tool_id) for tool_id in assigned])
+    return list(Tool.objects.filter(mine).select_related("mcp_server"))
 
 
 def assigned_tool_ids(agent_config: dict[str, Any]) -> set[str]:
@@ -178,10 +141,7 @@ def toolset_for_run(run: Run) -> RunToolset:
         read_only_only=bool(run.agent_config.get("read_only_tools")),
     )
     assigned = assigned_tool_ids(run.agent_config)
-    prefetched = run.__dict__.get("prefetched")
-    candidates = prefetched.take_tool_candidates() if prefetched is not None else None
-    if candidates is None:
-        candidates = _run_tool_candidates(run.tenant_id, assigned)
+    candidates = _run_tool_candidates(run.tenant_id, assigned)
     if not _builtin_rows_are_current(candidates):
         ensure_builtin_tools()
         candidates = _run_tool_candidates(run.tenant_id, assigned)

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from agents.runtime.coalescer import DeltaCoalescer
-from agents.runtime.early_stream import EarlyStream
 from agents.runtime.stop_signal import StopSignal
 from agents.runtime.types import (
     ModelClient,
     ModelError,
     ModelRequest,
     ModelResponseCompleted,
+    ModelStreamEvent,
     ReasoningDelta,
     RunRecorder,
     StreamCancelled,
@@ -51,21 +51,17 @@ def call_model(
     transcript) in the same recorder batch as the step's end, so a recorder can store both at once.
     ``record_first`` records what precedes the call (tool results) in the batch of its start.
     """
-    stream = EarlyStream(model, request, stop=stop)  # the request goes out while the step is stored
-    try:
-        with recorder.batch():
-            if record_first is not None:
-                record_first()
-            step_id = recorder.start_step(
-                kind="model_call", input={"model": request.model, "message_count": len(request.messages)}
-            )
-            recorder.emit("message.started", {"role": "assistant"})
-    except BaseException:
-        stream.abandon()
-        raise
+    with recorder.batch():
+        if record_first is not None:
+            record_first()
+        step_id = recorder.start_step(
+            kind="model_call", input={"model": request.model, "message_count": len(request.messages)}
+        )
+        recorder.emit("message.started", {"role": "assistant"})
     coalescer = DeltaCoalescer(recorder.emit, flush_seconds=flush_seconds)
     try:
-        response = _stream_response(stream, coalescer=coalescer)
+        events = model.stream(request, should_stop=lambda: stop.check() is not None)
+        response = _stream_response(events, coalescer=coalescer)
     except StreamCancelled as cancelled:
         reason = stop.reason or "cancelled"
         recorder.fail_step(step_id, error=reason)
@@ -87,11 +83,13 @@ def call_model(
     return response
 
 
-def _stream_response(stream: EarlyStream, *, coalescer: DeltaCoalescer) -> ModelResponseCompleted:
+def _stream_response(
+    events: Iterator[ModelStreamEvent], *, coalescer: DeltaCoalescer
+) -> ModelResponseCompleted:
     completed: ModelResponseCompleted | None = None
     try:
         # Tool calls are read from the completed content, so ToolCallRequested needs no handling.
-        for event in stream.events():
+        for event in events:
             if isinstance(event, TextDelta):
                 coalescer.add("text.delta", event.text)
             elif isinstance(event, ReasoningDelta):

@@ -28,10 +28,15 @@ logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.05
 # Thread pools of finished batches kept for the next batches (per process).
 IDLE_TOOL_POOLS = 8
-# How long the starts of a batch of read-only calls may wait to be stored with their ends: a
-# quick call then costs one write instead of two, and watchers see its start this much later
-# at most. Running such a call again changes nothing, so a start lost in a crash loses nothing.
-HELD_START_SECONDS = 0.05
+# What the model is told of a call that changes something and was cut off by a worker's crash
+# (or shutdown): it is not run again, since it may have taken effect.
+INTERRUPTED_TOOL_OUTCOME = ToolOutcome(
+    content=(
+        "This tool call was interrupted before it finished (the worker running it stopped), so whether"
+        " it took effect is unknown. It was not run again: check its effect before repeating it."
+    ),
+    is_error=True,
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +121,9 @@ def run_tool_calls(
     stop: StopSignal,
     max_parallel: int,
 ) -> ToolBatch:
-    """Run the calls concurrently; calls that already completed (crash recovery) are not run again."""
-    outcomes = _recovered_outcomes(calls, recorder)
+    """Run the calls concurrently. Crash recovery: a call that completed is not run again, nor is
+    one that changes something and was interrupted (its outcome is unknown); a read-only one is."""
+    outcomes = _recovered_outcomes(calls, recorder, tools)
     fresh_calls = [call for call in calls if call.id not in outcomes]
     if not fresh_calls:
         return ToolBatch(outcomes=outcomes, stop_reason=None)
@@ -126,25 +132,31 @@ def run_tool_calls(
     width = max(1, min(max_parallel, len(fresh_calls)))
     executor = tool_threads.lend(width)
     submitted: list[Future[ToolOutcome]] = []
-    may_hold = all(tools.is_read_only(call.name) for call in fresh_calls)
     try:
         with recorder.batch():
             running = [
-                _submit(call, executor, tools=tools, recorder=recorder, stop=stop, may_hold=may_hold)
-                for call in fresh_calls
+                _submit(call, executor, tools=tools, recorder=recorder, stop=stop) for call in fresh_calls
             ]
         submitted = [item.future for item in running]
-        held_until = time.monotonic() + HELD_START_SECONDS if may_hold else None
-        _collect(running, recorder=recorder, stop=stop, outcomes=outcomes, held_until=held_until)
+        _collect(running, recorder=recorder, stop=stop, outcomes=outcomes)
     finally:
         all_returned = bool(submitted) and all(future.done() for future in submitted)
         tool_threads.give_back(width, executor, all_returned=all_returned)
     return ToolBatch(outcomes=outcomes, stop_reason=stop.reason)
 
 
-def _recovered_outcomes(calls: list[ToolCallRequested], recorder: RunRecorder) -> dict[str, ToolOutcome]:
-    recovered = {call.id: recorder.completed_tool_result(call.id) for call in calls}
-    return {call_id: outcome for call_id, outcome in recovered.items() if outcome is not None}
+def _recovered_outcomes(
+    calls: list[ToolCallRequested], recorder: RunRecorder, tools: ToolProvider
+) -> dict[str, ToolOutcome]:
+    outcomes: dict[str, ToolOutcome] = {}
+    for call in calls:
+        completed = recorder.completed_tool_result(call.id)
+        if completed is not None:
+            outcomes[call.id] = completed
+        elif not tools.is_read_only(call.name) and recorder.tool_call_was_interrupted(call.id):
+            outcomes[call.id] = INTERRUPTED_TOOL_OUTCOME
+            recorder.emit("tool.result", _result_data(call, INTERRUPTED_TOOL_OUTCOME) | {"interrupted": True})
+    return outcomes
 
 
 def _submit(
@@ -154,12 +166,9 @@ def _submit(
     tools: ToolProvider,
     recorder: RunRecorder,
     stop: StopSignal,
-    may_hold: bool,
 ) -> _RunningCall:
     step_id = recorder.start_step(
-        kind="tool_call",
-        input={"tool_call_id": call.id, "name": call.name, "arguments": call.arguments},
-        may_hold=may_hold,
+        kind="tool_call", input={"tool_call_id": call.id, "name": call.name, "arguments": call.arguments}
     )
     recorder.emit("tool.call", {"tool_call_id": call.id, "name": call.name, "arguments": call.arguments})
     control = _CallControl()
@@ -191,27 +200,16 @@ def _collect(
     recorder: RunRecorder,
     stop: StopSignal,
     outcomes: dict[str, ToolOutcome],
-    held_until: float | None,
 ) -> None:
-    """Record outcomes as they arrive (completion order) until all are in or a stop is requested.
-
-    ``held_until``: when the recorder may hold the calls' starts, the time to stop waiting for
-    their ends and have the recorder store what it holds.
-    """
+    """Record outcomes as they arrive (completion order) until all are in or a stop is requested."""
     while running:
-        timeout = _wait_seconds(running)
-        if held_until is not None:
-            timeout = min(timeout, max(0.0, held_until - time.monotonic()))
-        wait([item.future for item in running], timeout=timeout, return_when=FIRST_COMPLETED)
+        wait([item.future for item in running], timeout=_wait_seconds(running), return_when=FIRST_COMPLETED)
         for item in list(running):
             outcome = _finished_outcome(item)
             if outcome is not None:
                 running.remove(item)
                 outcomes[item.call.id] = outcome
                 _record_result(item, outcome, recorder)
-        if running and held_until is not None and time.monotonic() >= held_until:
-            recorder.store_held_writes()  # slow calls: their starts are not kept from watchers
-            held_until = None
         if running and stop.check():
             for item in running:
                 item.control.abandoned.set()
@@ -241,17 +239,18 @@ def _finished_outcome(item: _RunningCall) -> ToolOutcome | None:
     return None
 
 
+def _result_data(call: ToolCallRequested, outcome: ToolOutcome) -> dict[str, object]:
+    return {
+        "tool_call_id": call.id,
+        "name": call.name,
+        "content": outcome.content,
+        "is_error": outcome.is_error,
+    }
+
+
 def _record_result(item: _RunningCall, outcome: ToolOutcome, recorder: RunRecorder) -> None:
     with recorder.batch():
-        recorder.emit(
-            "tool.result",
-            {
-                "tool_call_id": item.call.id,
-                "name": item.call.name,
-                "content": outcome.content,
-                "is_error": outcome.is_error,
-            },
-        )
+        recorder.emit("tool.result", _result_data(item.call, outcome))
         recorder.complete_step(
             item.step_id, output={"content": outcome.content, "is_error": outcome.is_error}
         )

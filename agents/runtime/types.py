@@ -209,22 +209,14 @@ class RunRecorder(Protocol):
         ...
 
     def batch(self) -> AbstractContextManager[None]:
-        """Events emitted inside are stored together when the block ends (fewer writes).
+        """What is recorded inside is stored together when the block ends (one transaction).
 
         Only around code that does not wait: subscribers see batched events at the block's end.
         """
         ...
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
-        """Open a Step and return its id.
-
-        ``may_hold``: a read-only tool call expected to end soon. The recorder may store its start
-        together with its end, until ``store_held_writes`` is called.
-        """
-        ...
-
-    def store_held_writes(self) -> None:
-        """Store at once whatever the recorder holds back to store with a later write."""
+    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
+        """Open a Step and return its id."""
         ...
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None: ...
@@ -239,8 +231,12 @@ class RunRecorder(Protocol):
         """The stored outcome of a tool call that already completed (crash recovery), if any."""
         ...
 
+    def tool_call_was_interrupted(self, tool_call_id: str) -> bool:
+        """An earlier attempt of the run started this call and never recorded its end."""
+        ...
+
     def stop_requested(self) -> StopRequestReason | None:
-        """Polled at every boundary; must be cheap (implementations throttle their reads)."""
+        """Polled at every boundary and while waiting; must be cheap (no database read)."""
         ...
 
 

@@ -67,7 +67,6 @@ class StepRecord:
     output: dict[str, Any] | None = None
     usage: Usage | None = None
     error: str | None = None
-    may_hold: bool = False
 
 
 @dataclass
@@ -78,10 +77,10 @@ class InMemoryRecorder:
     steps: list[StepRecord] = field(default_factory=list)
     messages: list[tuple[ChatMessage, Usage | None]] = field(default_factory=list)
     completed_results: dict[str, ToolOutcome] = field(default_factory=dict)
+    # Tool calls an earlier attempt started and never ended (crash recovery).
+    interrupted_calls: set[str] = field(default_factory=set)
     requested_stop: StopRequestReason | None = None
     caller_threads: set[int] = field(default_factory=set)
-    # How many times the loop asked for held writes to be stored (this recorder holds none).
-    held_writes_stores: int = 0
     _step_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
@@ -92,15 +91,11 @@ class InMemoryRecorder:
         self._note_caller()
         return nullcontext()
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
         self._note_caller()
-        step = StepRecord(id=f"step-{next(self._step_ids)}", kind=kind, input=input, may_hold=may_hold)
+        step = StepRecord(id=f"step-{next(self._step_ids)}", kind=kind, input=input)
         self.steps.append(step)
         return step.id
-
-    def store_held_writes(self) -> None:
-        self._note_caller()
-        self.held_writes_stores += 1
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         self._note_caller()
@@ -119,6 +114,10 @@ class InMemoryRecorder:
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
         self._note_caller()
         return self.completed_results.get(tool_call_id)
+
+    def tool_call_was_interrupted(self, tool_call_id: str) -> bool:
+        self._note_caller()
+        return tool_call_id in self.interrupted_calls
 
     def stop_requested(self) -> StopRequestReason | None:
         self._note_caller()

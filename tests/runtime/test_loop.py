@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from agents.runtime import tool_execution
 from agents.runtime.builtin_tools import BUILTIN_TOOLS, StaticToolProvider, ToolEntry
 from agents.runtime.coalescer import DeltaCoalescer
 from agents.runtime.loop import STOPPED_TOOL_OUTCOME, LoopConfig, LoopResult, run_agent_loop
+from agents.runtime.tool_execution import INTERRUPTED_TOOL_OUTCOME
 from agents.runtime.types import (
     ApprovalCheck,
     ChatMessage,
@@ -794,9 +794,9 @@ class _BatchNotingRecorder(InMemoryRecorder):
         yield
         self.calls.append("end")
 
-    def start_step(self, *, kind: StepKind, input: dict[str, Any], may_hold: bool = False) -> str:
+    def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
         self.calls.append(f"start {kind}")
-        return super().start_step(kind=kind, input=input, may_hold=may_hold)
+        return super().start_step(kind=kind, input=input)
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         self.calls.append(f"append {message.role}")
@@ -826,64 +826,75 @@ def test_tool_results_of_a_loop_that_stops_before_the_next_call_are_still_record
     assert recorder.messages[-1][0].content == [result_block("call-1", "2")]
 
 
-def test_calls_of_read_only_tools_may_be_held_and_others_may_not() -> None:
+def _resumed_with_calls_an_earlier_attempt_cut_off(
+    recorder: InMemoryRecorder, executed: list[str]
+) -> tuple[LoopResult, list[ChatMessage]]:
+    """A run resumed after its worker died inside two calls: one read-only, one that changes something."""
+
+    def lookup() -> str:
+        executed.append("lookup")
+        return "found"
+
+    def send_email() -> str:
+        executed.append("send_email")
+        return "sent"
+
     tools = StaticToolProvider(
-        dict([tool("lookup", lambda: "found"), tool("send", lambda: "sent")]), read_only=frozenset({"lookup"})
+        dict([tool("lookup", lookup), tool("send_email", send_email)]), read_only=frozenset({"lookup"})
     )
-    model = ScriptedModel(
-        [
-            tool_turn(("call-1", "lookup", {})),
-            tool_turn(("call-2", "lookup", {}), ("call-3", "send", {})),
-            text_turn("done"),
-        ]
-    )
-    recorder = InMemoryRecorder()
-
-    run(model, tools, recorder)
-
-    # A batch is held only if every call in it is read-only; quick calls need no early store.
-    assert [
-        (step.input.get("tool_call_id"), step.may_hold) for step in recorder.steps if step.kind == "tool_call"
-    ] == [
-        ("call-1", True),
-        ("call-2", False),
-        ("call-3", False),
+    history = [
+        ChatMessage(role="user", content=[{"type": "text", "text": "look it up and mail it"}]),
+        ChatMessage(
+            role="assistant",
+            content=[
+                {"type": "tool_call", "id": "call-1", "name": "lookup", "arguments": {}},
+                {"type": "tool_call", "id": "call-2", "name": "send_email", "arguments": {}},
+            ],
+        ),
     ]
-    assert recorder.held_writes_stores == 0
-
-
-class _StoreNotingRecorder(InMemoryRecorder):
-    """Notes what had been emitted each time the loop asked for held writes to be stored."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.emitted_at_stores: list[list[str]] = []
-
-    def store_held_writes(self) -> None:
-        super().store_held_writes()
-        self.emitted_at_stores.append(self.event_types())
-
-
-def _slow_lookup() -> str:
-    time.sleep(0.3)
-    return "late"
-
-
-def test_held_starts_are_stored_once_a_read_only_call_outlives_the_hold(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(tool_execution, "HELD_START_SECONDS", 0.02)
-    tools = StaticToolProvider(
-        dict([tool("slow", _slow_lookup), tool("quick", lambda: "soon")]),
-        read_only=frozenset({"slow", "quick"}),
+    result = run_agent_loop(
+        config=config(),
+        history=history,
+        model=ScriptedModel([text_turn("done")]),
+        tools=tools,
+        recorder=recorder,
     )
-    model = ScriptedModel([tool_turn(("call-1", "slow", {}), ("call-2", "quick", {})), text_turn("done")])
-    recorder = _StoreNotingRecorder()
+    return result, [message for message, _usage in recorder.messages]
 
-    result = run(model, tools, recorder)
 
-    # Once, after the quick call's result and before the slow one's: watchers see the slow call.
+def test_a_resumed_run_does_not_repeat_an_interrupted_call_that_changes_something() -> None:
+    recorder = InMemoryRecorder(interrupted_calls={"call-1", "call-2"})
+    executed: list[str] = []
+
+    result, messages = _resumed_with_calls_an_earlier_attempt_cut_off(recorder, executed)
+
+    # The read-only call runs again; the other is answered as interrupted, with an unknown outcome.
     assert result.stop_reason == "end_turn"
-    [emitted] = recorder.emitted_at_stores
-    assert emitted[-3:] == ["tool.call", "tool.call", "tool.result"]
-    assert [data["tool_call_id"] for data in recorder.events_of("tool.result")] == ["call-2", "call-1"]
+    assert executed == ["lookup"]
+    assert messages[0].content == [
+        result_block("call-1", "found"),
+        {
+            "type": "tool_result",
+            "tool_call_id": "call-2",
+            "content": INTERRUPTED_TOOL_OUTCOME.content,
+            "is_error": True,
+        },
+    ]
+    assert recorder.events_of("tool.result")[0] == {
+        "tool_call_id": "call-2",
+        "name": "send_email",
+        "content": INTERRUPTED_TOOL_OUTCOME.content,
+        "is_error": True,
+        "interrupted": True,
+    }
+    assert [step.input["tool_call_id"] for step in recorder.steps if step.kind == "tool_call"] == ["call-1"]
+
+
+def test_a_resumed_run_runs_calls_no_earlier_attempt_started() -> None:
+    recorder = InMemoryRecorder()
+    executed: list[str] = []
+
+    result, _messages = _resumed_with_calls_an_earlier_attempt_cut_off(recorder, executed)
+
+    assert result.stop_reason == "end_turn"
+    assert sorted(executed) == ["lookup", "send_email"]

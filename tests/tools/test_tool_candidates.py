@@ -1,4 +1,4 @@
-"""The tools a run may see are read by hand-written SQL: it must load what the ORM loads."""
+"""The tools a run may see: the built-ins and its tenant's assigned tools, with their MCP servers."""
 
 import pytest
 

@@ -42,10 +42,8 @@ class Command(BaseCommand):
                 "false",
             ],
             start_new_session=True,
-            # Under ASGI, requests share a database connection pool (see config/settings.py).
-            env={**os.environ, "DATABASE_POOL": "true"},
         )
-        # `worker` = a django-q2 cluster plus the run sweeper (sessions/management/commands).
+        # `worker` = the run host, the run sweeper and a django-q2 cluster (sessions/management/commands).
         cluster = subprocess.Popen([sys.executable, "manage.py", "worker"], start_new_session=True)
         processes = [server, cluster]
         self.stdout.write(

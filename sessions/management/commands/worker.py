@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 
-from sessions.run_host import RunHost
+from sessions.run_host import RunHost, RunStopListener
 from sessions.schedules import ensure_schedules
 from sessions.sweeper import sweep_runs
 from sessions.tasks import execute_run
@@ -47,6 +47,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         sweeper = threading.Thread(target=self._sweep_until, args=(stopping, cluster), daemon=True)
         sweeper.start()
+        RunStopListener().start()
         logger.info("run host ready: %d runs at once", host.concurrency)
         try:
             host.serve()
