@@ -9,11 +9,14 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from agents.runtime.tool_execution import INTERRUPTED_TOOL_OUTCOME
 from sessions.models import Message, Run, RunEvent
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
 from tests.live import LiveStack, wait_until
+from tests.tools import LocalServer, RecordedRequest, Reply
+from tools.models import AgentTool, Tool, ToolKind
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,6 +72,7 @@ def short_lease_stack(tmp_path: Path, fake_model: FakeModelServer) -> Iterator[L
         RUN_SWEEP_INTERVAL_SECONDS="0.5",
         RUN_HEARTBEAT_SECONDS="0.2",
         RUN_LEASE_RENEW_SECONDS="0.5",
+        ALLOW_PRIVATE_NETWORK_FETCH="true",  # the tests' HTTP tools call a server on loopback
     )
     yield stack
     stack.stop()
@@ -233,3 +237,93 @@ def test_a_worker_stopped_with_sigterm_hands_its_run_back_for_another_worker(
         RunEvent.objects.filter(session_id=session["id"]).order_by("seq").values_list("seq", flat=True)
     )
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.fixture
+def slow_write_server() -> Iterator[LocalServer]:
+    """An HTTP endpoint that changes something and takes its time (a side effect to not repeat)."""
+
+    def slow_write(request: RecordedRequest) -> Reply:
+        time.sleep(3.0)
+        return Reply(200, "written")
+
+    with LocalServer("127.0.0.1") as server:
+        server.routes["/write"] = slow_write
+        yield server
+
+
+def test_a_killed_worker_leaves_every_run_to_finish_elsewhere_without_repeating_side_effects(
+    cast: Cast,
+    bob_api: APIClient,
+    fake_model: FakeModelServer,
+    slow_write_server: LocalServer,
+    short_lease_stack: LiveStack,
+) -> None:
+    """kill -9 while runs stream and while runs wait inside a slow call that changes something."""
+    cast.tenant_a.settings = {"active_runs_per_user": 50, "messages_per_minute_per_user": 100}
+    cast.tenant_a.save()
+    writer = Tool.objects.create(
+        tenant=cast.tenant_a,
+        name="write_record",
+        kind=ToolKind.HTTP,
+        http_method="POST",
+        url_template=slow_write_server.url("/write"),
+        input_schema={"type": "object"},
+        timeout_seconds=30.0,
+    )
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+    AgentTool.objects.create(agent=agent, tool=writer)
+    first_worker = short_lease_stack.start_worker(workers=1)
+    runs = {}
+    for kind, number in [("writing", n) for n in range(3)] + [("streaming", n) for n in range(3)]:
+        content = f"{kind}-run-{number}"
+        if kind == "writing":
+            fake_model.script(
+                Turn(tool_calls=[("write_record", {})]), Turn(text="write attempted."), match=content
+            )
+        else:
+            slow = Turn(text="slow " * 400, chunk_size=5, chunk_delay=0.05)
+            fake_model.script(slow, Turn(text="streamed again."), match=content)
+        session = bob_api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()
+        posted = bob_api.post(
+            f"/api/v1/sessions/{session['id']}/messages/", {"content": content}, format="json"
+        )
+        runs[posted.json()["run"]["id"]] = (kind, session["id"])
+    wait_until(
+        lambda: (
+            len(slow_write_server.requests) == 3
+            and RunEvent.objects.filter(run_id__in=list(runs), type="text.delta")
+            .values("run_id")
+            .distinct()
+            .count()
+            == 3
+        ),
+        timeout=30,
+        message=f"three runs inside the write and three streaming\n{short_lease_stack.logs()}",
+    )
+
+    first_worker.kill()
+    short_lease_stack.start_worker(workers=1)
+    wait_until(
+        lambda: Run.objects.filter(pk__in=list(runs), status="completed").count() == len(runs),
+        timeout=60,
+        message=f"every run to complete on the new worker\n{short_lease_stack.logs()}",
+    )
+
+    assert len(slow_write_server.requests) == 3  # no write was sent again
+    for run_id, (kind, session_id) in runs.items():
+        run = Run.objects.get(pk=run_id)
+        assert run.attempt == 2
+        events = RunEvent.objects.filter(session_id=session_id).order_by("seq")
+        assert list(events.values_list("seq", flat=True)) == list(range(1, events.count() + 1))
+        if kind == "writing":
+            [interrupted] = [event.data for event in events.filter(type="tool.result")]
+            assert interrupted["interrupted"] is True
+            assert interrupted["content"] == INTERRUPTED_TOOL_OUTCOME.content
+            assert (
+                run.messages.filter(role="assistant").order_by("-position").first().text == "write attempted."
+            )  # type: ignore[union-attr]
+        else:
+            assert (
+                run.messages.filter(role="assistant").order_by("-position").first().text == "streamed again."
+            )  # type: ignore[union-attr]
