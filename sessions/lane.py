@@ -212,7 +212,7 @@ _START_RUN_PLACE_MESSAGE_STORE_EVENTS = _START_RUN + _PLACE_MESSAGE_STORE_EVENTS
 _START_HINTED_RUN = (
     _STARTED + " AND parent_run_id IS NULL AND session_id = %s"  # noqa: S608
     " AND tenant_id = %s AND agent_id = %s AND user_message_id = %s AND attempt = %s"
-    " AND COALESCE(agent_config->>'planning_mode', 'direct') = 'direct'"
+    " AND COALESCE(agent_config->>'planning_mode', 'direct') <> 'plan'"
     " AND agent_config->'tool_policy'->'assigned_tool_ids' = %s::jsonb"
     f" AND EXISTS (SELECT 1 FROM {Message._meta.db_table} m WHERE m.id = r.user_message_id"
     "  AND m.position IS NULL)"
@@ -361,11 +361,12 @@ def _start_events(run: Run, path: list[str], *, at: datetime) -> list[PendingEve
 
 
 def plans_first(run: Run) -> bool:
-    """Top-level runs of planning agents route (and maybe plan) before executing.
+    """Top-level runs of ``plan`` agents plan before executing (an ``auto`` agent's model decides
+    in its loop: sessions.planning.routing).
 
     Executors (``parent_run``) never plan: depth is limited to one level.
     """
-    return run.parent_run_id is None and run.agent_config.get("planning_mode", "direct") != "direct"
+    return run.parent_run_id is None and run.agent_config.get("planning_mode") == "plan"
 
 
 def _started_data(run: Run) -> dict[str, object]:

@@ -1074,13 +1074,14 @@ def _claim_outcome(session: Session, run: Run) -> tuple[Any, ...]:
     return stored.status, stored.version, stored.attempt, stored.lease_owner, position, events
 
 
+@pytest.mark.parametrize("planning_mode", [PlanningMode.DIRECT, PlanningMode.AUTO])
 @pytest.mark.django_db(transaction=True)
 def test_a_claim_with_the_posters_hint_starts_the_run_as_the_usual_claim_in_one_statement_less(
-    cast: Cast,
+    cast: Cast, planning_mode: str
 ) -> None:
     outcomes, counts, claimed_runs = [], [], []
     for use_hint in (False, True):
-        session = make_session(cast)
+        session = make_session(cast, planning_mode=planning_mode)
         run = _posted_run(session)
         hint = claim_hint_for(run)
         with CaptureQueriesContext(connection) as queries:
@@ -1154,22 +1155,34 @@ def test_a_claim_hint_travels_as_a_task_argument_and_only_for_runs_it_describes(
     assert ClaimHint.from_task_argument(hint.as_task_argument()) == hint
     assert ClaimHint.from_task_argument({"session_id": "not a uuid"}) is None
     assert claim_hint_for(_posted_run(session, parent_run=run)) is None
-    planning = make_session(cast, planning_mode=PlanningMode.AUTO)
+    planning = make_session(cast, planning_mode=PlanningMode.PLAN)
     assert claim_hint_for(_posted_run(planning)) is None
+    auto = make_session(cast, planning_mode=PlanningMode.AUTO)
+    assert claim_hint_for(_posted_run(auto)) is not None
 
 
+@pytest.mark.parametrize(
+    ("planning_mode", "status", "moves"),
+    [
+        (PlanningMode.PLAN, S.PLANNING, [("queued", "planning")]),
+        (PlanningMode.AUTO, S.EXECUTING, [("queued", "planning"), ("planning", "executing")]),
+    ],
+)
 @pytest.mark.django_db
-def test_claiming_a_run_of_a_planning_agent_leaves_it_planning(cast: Cast) -> None:
-    session = make_session(cast, planning_mode=PlanningMode.AUTO)
+def test_only_a_run_of_a_plan_agent_is_left_planning_by_its_claim(
+    cast: Cast, planning_mode: str, status: str, moves: list[tuple[str, str]]
+) -> None:
+    session = make_session(cast, planning_mode=planning_mode)
     run = make_run(session)
 
     claimed = run_claim(run_id=run.pk, owner="worker-1")
 
-    assert claimed is not None and claimed.status == S.PLANNING
-    assert [event_type for _seq, event_type, _data in session_events(session)] == [
-        "run.status",
-        "run.started",
-    ]
+    assert claimed is not None and claimed.status == status
+    events = session_events(session)
+    assert [event_type for _seq, event_type, _data in events][:2] == ["run.status", "run.started"]
+    assert [
+        (data["from"], data["to"]) for _seq, event_type, data in events if event_type == "run.status"
+    ] == moves
 
 
 @pytest.mark.django_db
