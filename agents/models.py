@@ -28,9 +28,9 @@ MAX_TOKENS_RANGE = (1, 200_000)
 
 
 class PlanningMode(models.TextChoices):
-    # Every message runs the normal loop (no routing call).
+    # Every message runs the normal loop, without the create_plan tool.
     DIRECT = "direct"
-    # Each message is classified simple / tool / complex; complex ones are planned (the default).
+    # The normal loop, whose model may call create_plan to have a request planned (the default).
     AUTO = "auto"
     # Every message is planned and carried out by executor sub-agents.
     PLAN = "plan"

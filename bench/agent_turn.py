@@ -244,7 +244,7 @@ class AgentTurnBench:
 
     def create_agent(self) -> None:
         response = self.client.post(
-            # Direct: the loop itself is measured, without the classifying call of planning_mode auto.
+            # Direct: the loop itself is measured, its requests without planning_mode auto's create_plan tool.
             "/api/v1/agents/",
             json={"name": "Bench agent", "model_provider": "anthropic", "planning_mode": "direct"},
         )

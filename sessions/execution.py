@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.model_clients import ProviderNotConfigured, model_client_for
 from agents.runtime.compaction import CompactionPolicy
 from agents.runtime.loop import LoopConfig, LoopResult, run_agent_loop
+from agents.runtime.plan_tool import PlanRequest
 from agents.runtime.types import (
     ChatMessage,
     ModelClient,
@@ -26,8 +27,9 @@ from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
 from sessions.events import emit_event, events_batched
 from sessions.lane import run_claim
-from sessions.models import Message, Run, RunStatus, StopReason
+from sessions.models import Message, Run, RunRoute, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
+from sessions.planning.routing import offers_create_plan, route_to_plan_record
 from sessions.recorder import DjangoRunRecorder
 from sessions.run_host import RunHandle, active_runs, new_lease_owner
 from sessions.state import (
@@ -79,7 +81,8 @@ def run_execute(*, run_id: UUID) -> Run | None:
 
 
 def _execute_claimed(run: Run, *, handle: RunHandle) -> None:
-    if run.status == RunStatus.PLANNING:  # the claim leaves runs that plan first here
+    # The claim leaves runs that plan first planning; an auto run that planned resumes executing.
+    if run.status == RunStatus.PLANNING or run.route == RunRoute.COMPLEX:
         _execute_planning(run, handle=handle)
         return
     try:
@@ -95,12 +98,16 @@ def _run_loop(
     *,
     model: ModelClient,
     recorder: DjangoRunRecorder,
-    is_tool_use: bool = True,
     synthesis_context: str = "",
 ) -> None:
-    """The agent loop over the run's transcript; a synthesis adds the step results and offers no tools."""
+    """The agent loop over the run's transcript; a synthesis adds the step results and offers no tools.
+
+    An ``auto`` agent's top-level run is offered ``create_plan``: when its model calls it, the run plans.
+    """
+    is_tool_use = not synthesis_context
     toolset = toolset_for_run(run)
     config = loop_config_for(run.agent_config, compaction=compaction_policy_for(run, toolset))
+    config.offers_create_plan = is_tool_use and offers_create_plan(run)
     memories = memories_for_context(run)
     if memories:
         config.system_prompt = f"{config.system_prompt}\n\n{memories}".strip()
@@ -118,7 +125,18 @@ def _run_loop(
         model_calls_done=run.model_calls,
         approvals=(ToolCallGate(run, toolset, subagents=subagents) if is_tool_use else None),
     )
+    if result.plan_request is not None:
+        _plan_requested(run, result.plan_request, model=model, recorder=recorder)
+        return
     _record_loop_result(run, result, recorder, subagents)
+
+
+def _plan_requested(
+    run: Run, request: PlanRequest, *, model: ModelClient, recorder: DjangoRunRecorder
+) -> None:
+    """The model called ``create_plan`` (its turn is answered): record the route, then plan."""
+    route_to_plan_record(run, reason=request.reason, recorder=recorder)
+    _plan_advance(run, model=model, recorder=recorder)
 
 
 def _subagent_spawner(run: Run, toolset: RunToolset) -> SubagentSpawner | None:
@@ -127,13 +145,18 @@ def _subagent_spawner(run: Run, toolset: RunToolset) -> SubagentSpawner | None:
 
 
 def _execute_planning(run: Run, *, handle: RunHandle) -> None:
-    """Route, plan and coordinate executors (sessions.planning); the loop answers directly or synthesizes."""
+    """Plan and coordinate executors (sessions.planning); the loop synthesizes the answer."""
     try:
         model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
     except ProviderNotConfigured as error:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
     recorder = DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run))
+    _plan_advance(run, model=model, recorder=recorder)
+
+
+def _plan_advance(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) -> None:
+    """Plan or continue the plan: release the worker while executors work, or synthesize the answer."""
     outcome = run_plan_advance(run, model=model, recorder=recorder)
     if outcome.action == "wait":
         return
@@ -143,15 +166,10 @@ def _execute_planning(run: Run, *, handle: RunHandle) -> None:
     if outcome.action == "cancelled":
         _finish_stopped_planning(run, recorder)
         return
-    run_transition(run, RunStatus.EXECUTING)
-    run.refresh_from_db(fields=["model_calls"])  # routing and planning made calls of their own
-    _run_loop(
-        run,
-        model=model,
-        recorder=recorder,
-        is_tool_use=outcome.is_tool_use and outcome.action == "direct",
-        synthesis_context=outcome.text if outcome.action == "synthesize" else "",
-    )
+    if run.status != RunStatus.EXECUTING:  # a run that planned first is still planning
+        run_transition(run, RunStatus.EXECUTING)
+    run.refresh_from_db(fields=["model_calls"])  # planning made calls of its own
+    _run_loop(run, model=model, recorder=recorder, synthesis_context=outcome.text)
 
 
 def _finish_stopped_planning(run: Run, recorder: DjangoRunRecorder) -> None:

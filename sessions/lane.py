@@ -77,11 +77,12 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
 
 
 def plans_first(run: Run) -> bool:
-    """Top-level runs of planning agents route (and maybe plan) before executing.
+    """Top-level runs of ``plan`` agents plan before executing (an ``auto`` agent's model decides
+    in its loop: sessions.planning.routing).
 
     Executors (``parent_run``) never plan: depth is limited to one level.
     """
-    return run.parent_run_id is None and run.agent_config.get("planning_mode", "direct") != "direct"
+    return run.parent_run_id is None and run.agent_config.get("planning_mode") == "plan"
 
 
 def _started_data(run: Run) -> dict[str, object]:

@@ -146,7 +146,8 @@ class Run(models.Model):
     cache_write_tokens = models.PositiveBigIntegerField(default=0)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    # How the router classified the user message (empty: not routed, the agent plans nothing).
+    # complex: the run planned (its model called create_plan, or its agent plans every message);
+    # empty: its own loop answered. simple and tool: runs routed by the former classifying call.
     route = models.CharField(max_length=10, choices=RunRoute.choices, blank=True)
     route_reason = models.CharField(max_length=1000, blank=True)
     # A planning run's usage with its executors' (own + children), set when it finishes.

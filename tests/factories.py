@@ -32,8 +32,8 @@ def make_api_key(*, tenant: Tenant, user: Any, scope: str = "write") -> str:
 
 def make_agent(*, tenant: Tenant, name: str | None = None, **fields: Any) -> Agent:
     fields.setdefault("model_provider", ModelProvider.OFFLINE)
-    # Tests script the model's turns: a classifying call would take one, so tests that are not
-    # about planning use the normal loop (the product's default is auto).
+    # Tests that are not about planning use the normal loop without create_plan, so requests
+    # carry only the agent's tools (the product's default is auto).
     fields.setdefault("planning_mode", PlanningMode.DIRECT)
     return Agent.objects.create(tenant=tenant, name=name or f"agent {next(_counter)}", **fields)
 

@@ -1,11 +1,10 @@
-"""Validation of the planner's plans and the offline routing rules: plain Python, no database."""
+"""Validation of the planner's plans: plain Python, no database."""
 
 from typing import Any
 
 import pytest
 
 from sessions.planning.plans import json_object_in, plan_parse
-from sessions.planning.routing import list_items, offline_route
 
 ALLOWED = frozenset({"web_search", "memory_search"})
 
@@ -82,28 +81,3 @@ def test_the_json_object_is_found_inside_prose_and_code_fences() -> None:
     assert json_object_in('Here:\n```json\n{"route": "tool"}\n```') == {"route": "tool"}
     assert json_object_in("no json here") is None
     assert json_object_in("{not json}") is None
-
-
-@pytest.mark.parametrize(
-    ("text", "route", "reason"),
-    [
-        ("1. find flights\n2. book a hotel", "complex", "the message lists 2 tasks"),
-        ("- one\n- two\n- three", "complex", "the message lists 3 tasks"),
-        (
-            "Plan a trip to Rome and a budget",
-            "complex",
-            "the message asks to plan or research several things",
-        ),
-        ("search for the weather", "tool", "the message asks for something a tool does"),
-        ("What is 12*7?", "tool", "the message asks for something a tool does"),
-        ("what time is it?", "tool", "the message asks for something a tool does"),
-        ("delegate: summarize the notes", "tool", "the message asks for something a tool does"),
-        ("hello", "simple", "a short question the model answers directly"),
-    ],
-)
-def test_offline_routing_rules(text: str, route: str, reason: str) -> None:
-    assert offline_route(text) == (route, reason)
-
-
-def test_list_items_become_the_offline_plan_steps() -> None:
-    assert list_items("Do:\n1. first thing\n2) second\n- third") == ["first thing", "second", "third"]

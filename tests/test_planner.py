@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import Client
 from rest_framework.test import APIClient
 
+from agents.runtime.plan_tool import PLAN_STARTED
 from memory.models import Memory
 from sessions.execution import run_execute
 from sessions.models import Message, Plan, PlanStep, Run, RunEvent, Session
@@ -16,7 +18,7 @@ from sessions.sweeper import sweep_runs
 from sessions.tasks import execute_run
 from tests.conftest import Cast
 from tests.factories import make_agent
-from tests.fake_model_server import FakeModelServer, Turn
+from tests.fake_model_server import FakeModelServer, RecordedRequest, Turn
 from tests.live import wait_until
 
 PLANNER = "You are the planner"
@@ -35,6 +37,10 @@ THREE_STEP_PLAN = {
     ],
 }
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+PLAN_REASON = "two populations to look up, then a comparison"
+# The tools of an agent without a policy, and those of its executors (read-only ones).
+AGENT_TOOLS = ["calculator", "current_time", "memory_forget", "memory_save", "memory_search"]
+EXECUTOR_TOOLS = ["calculator", "current_time", "memory_search"]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,11 +96,24 @@ def child_for(parent_id: str, key: str) -> Run:
     return PlanStep.objects.select_related("child_run").get(plan__run_id=parent_id, key=key).child_run  # type: ignore[return-value]
 
 
-def request_text(fake_model: FakeModelServer, marker: str) -> str:
-    bodies = [json.dumps(request.body) for request in fake_model.requests]
-    matching = [body for body in bodies if marker in body]
+def request_with(fake_model: FakeModelServer, marker: str) -> RecordedRequest:
+    matching = [request for request in fake_model.requests if marker in json.dumps(request.body)]
     assert len(matching) == 1, f"{len(matching)} requests contain {marker!r}"
     return matching[0]
+
+
+def request_text(fake_model: FakeModelServer, marker: str) -> str:
+    return json.dumps(request_with(fake_model, marker).body)
+
+
+def offered_tools(request: RecordedRequest) -> list[str]:
+    return sorted(tool["name"] for tool in request.body.get("tools", []))
+
+
+def create_plan_turn(reason: str = PLAN_REASON) -> Turn:
+    return Turn(
+        text="Let me plan this.", tool_calls=[("create_plan", {"reason": reason})], usage=(30, 8, 0, 0)
+    )
 
 
 def test_a_complex_request_is_planned_run_by_parallel_executors_and_synthesized(
@@ -133,7 +152,18 @@ def test_a_complex_request_is_planned_run_by_parallel_executors_and_synthesized(
         ("assistant", "Rome (2.8M, s2) outnumbers Paris (2.1M, s1) by 0.7M (s3)."),
     ]
     detail = bob_api.get(f"/api/v1/runs/{parent_id}/").json()
-    assert (detail["route"], detail["tree_usage"]) == ("complex", parent.tree_usage)
+    assert (detail["route"], detail["route_reason"], detail["tree_usage"]) == (
+        "complex",
+        "the agent's planning mode is plan",
+        parent.tree_usage,
+    )
+    assert [offered_tools(request) for request in fake_model.requests] == [
+        [],
+        EXECUTOR_TOOLS,
+        EXECUTOR_TOOLS,
+        EXECUTOR_TOOLS,
+        [],
+    ]
     for child in Run.objects.filter(parent_run_id=parent_id):
         assert (child.status, child.agent_config["read_only_tools"]) == ("completed", True)
         assert child.session_id == parent.session_id
@@ -337,26 +367,140 @@ def test_cancelling_the_parent_leaves_no_child_running_and_closes_their_streams(
     assert Run.objects.get(pk=parent_id).status == "cancelled"  # the children's ends did not resume it
 
 
-def test_auto_mode_routes_a_simple_question_to_a_direct_answer_and_stores_why(
+def test_an_auto_agent_that_answers_directly_makes_exactly_one_model_request(
     cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
 ) -> None:
-    fake_model.script(Turn(text='{"route": "simple", "reason": "a greeting"}'), Turn(text="Hello!"))
+    fake_model.script(Turn(text="Hello!", usage=(12, 3, 0, 0)))
     session_id = start_planning_session(bob_api, cast, planning_mode="auto")
     run_id = post(bob_api, session_id, "Hi there")
 
     run = drive(run_id)
 
-    assert (run.status, run.route, run.route_reason) == ("completed", "simple", "a greeting")
-    routed = RunEvent.objects.filter(run_id=run_id, type="run.status", data__actor="router").get()
-    assert routed.data == {
-        "from": "planning",
-        "to": "planning",
-        "actor": "router",
-        "route": "simple",
-        "reason": "a greeting",
-    }
-    assert fake_model.requests[1].body.get("tools", []) == []
+    assert (run.status, run.stop_reason, run.route, run.route_reason, run.model_calls) == (
+        "completed",
+        "end_turn",
+        "",
+        "",
+        1,
+    )
+    assert len(fake_model.requests) == 1
+    assert offered_tools(fake_model.requests[0]) == sorted([*AGENT_TOOLS, "create_plan"])
+    moves = RunEvent.objects.filter(run_id=run_id, type="run.status").order_by("seq")
+    assert [(event.data["to"], event.data["actor"]) for event in moves] == [
+        ("planning", "system"),
+        ("executing", "system"),
+        ("completed", "system"),
+    ]
+    messages = bob_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"]
+    assert [(message["role"], message["text"]) for message in messages] == [
+        ("user", "Hi there"),
+        ("assistant", "Hello!"),
+    ]
     assert not Plan.objects.exists()
+
+
+def test_a_direct_agent_is_never_offered_create_plan(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    fake_model.script(Turn(text="Hello!"))
+    session_id = start_planning_session(bob_api, cast, planning_mode="direct")
+
+    run = drive(post(bob_api, session_id, "1. Compare Paris\n2. and Rome"))
+
+    assert (run.status, run.route, len(fake_model.requests)) == ("completed", "", 1)
+    assert offered_tools(fake_model.requests[0]) == AGENT_TOOLS
+
+
+def test_an_auto_agent_whose_model_calls_create_plan_plans_runs_executors_and_synthesizes(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    fake_model.script(create_plan_turn())
+    fake_model.script(plan_turn(THREE_STEP_PLAN, usage=(100, 50, 0, 0)), match=PLANNER)
+    fake_model.script(Turn(text="Paris has 2.1 million people.", usage=(11, 7, 1, 0)), match="Step s1:")
+    fake_model.script(Turn(text="Rome has 2.8 million people.", usage=(13, 9, 0, 2)), match="Step s2:")
+    fake_model.script(Turn(text="Rome is larger by 0.7 million.", usage=(17, 3, 0, 0)), match="Step s3:")
+    fake_model.script(Turn(text="Rome is larger (s2, s1, s3).", usage=(40, 20, 0, 0)), match=SYNTHESIS)
+    session_id = start_planning_session(bob_api, cast, planning_mode="auto")
+    parent_id = post(bob_api, session_id, "Compare the populations of Paris and Rome.")
+
+    parent = drive(parent_id)
+
+    assert (parent.status, parent.stop_reason, parent.route, parent.route_reason) == (
+        "completed",
+        "end_turn",
+        "complex",
+        PLAN_REASON,
+    )
+    statuses = list(
+        PlanStep.objects.filter(plan__run_id=parent_id).order_by("index").values_list("key", "status")
+    )
+    assert statuses == [("s1", "completed"), ("s2", "completed"), ("s3", "completed")]
+    requests = fake_model.requests
+    assert len(requests) == 6
+    assert offered_tools(requests[0]) == sorted([*AGENT_TOOLS, "create_plan"])
+    assert offered_tools(request_with(fake_model, PLANNER)) == []
+    for key in ("s1", "s2", "s3"):
+        assert offered_tools(request_with(fake_model, f"Step {key}:")) == EXECUTOR_TOOLS
+    synthesis = request_with(fake_model, SYNTHESIS)
+    call_id = synthesis.body["messages"][1]["content"][1]["id"]
+    assert offered_tools(synthesis) == []
+    assert [message["role"] for message in synthesis.body["messages"]] == ["user", "assistant", "user"]
+    assert synthesis.body["messages"][1]["content"] == [
+        {"type": "text", "text": "Let me plan this."},
+        {"type": "tool_use", "id": call_id, "name": "create_plan", "input": {"reason": PLAN_REASON}},
+    ]
+    answered, results = synthesis.body["messages"][2]["content"]
+    assert answered == {
+        "type": "tool_result",
+        "tool_use_id": call_id,
+        "content": PLAN_STARTED.content,
+        "is_error": False,
+    }
+    assert results["text"].startswith(SYNTHESIS)
+    assert "## s3: Compare\nRome is larger by 0.7 million." in results["text"]
+
+    parent_events = list(RunEvent.objects.filter(run_id=parent_id).order_by("seq"))
+    milestones = [
+        (event.type, event.data.get("actor") or event.data.get("name") or event.data.get("reason"))
+        for event in parent_events
+        if event.type in ("tool.result", "plan.created", "run.completed")
+        or (event.type == "run.status" and event.data["actor"] in ("router", "planner", "children"))
+    ]
+    assert milestones == [
+        ("tool.result", "create_plan"),
+        ("run.status", "router"),
+        ("plan.created", None),
+        ("run.status", "planner"),
+        ("run.status", "children"),
+        ("run.status", "planner"),
+        ("run.status", "children"),
+        ("run.completed", None),
+    ]
+    routed = next(event for event in parent_events if event.data.get("actor") == "router")
+    assert routed.data == {
+        "from": "executing",
+        "to": "executing",
+        "actor": "router",
+        "route": "complex",
+        "reason": PLAN_REASON,
+    }
+    messages = bob_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"]
+    assert [(message["role"], message["text"]) for message in messages] == [
+        ("user", "Compare the populations of Paris and Rome."),
+        ("assistant", "Let me plan this."),
+        ("tool", ""),
+        ("assistant", "Rome is larger (s2, s1, s3)."),
+    ]
+    children = list(Run.objects.filter(parent_run_id=parent_id))
+    assert {name: getattr(parent, name) for name in USAGE_FIELDS} == {
+        "input_tokens": 30 + 100 + 40,
+        "output_tokens": 8 + 50 + 20,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    }
+    for name in USAGE_FIELDS:
+        assert parent.tree_usage[name] == getattr(parent, name) + sum(getattr(c, name) for c in children)
+    assert parent.tree_usage["input_tokens"] == 170 + 11 + 13 + 17
 
 
 def test_the_planning_mode_is_set_through_the_agents_api_and_validated(
@@ -384,10 +528,27 @@ def test_offline_agent_in_auto_mode_plans_a_numbered_list(cast: Cast, bob_api: A
     assert (run.status, run.route, run.route_reason) == ("completed", "complex", "the message lists 2 tasks")
     steps = list(PlanStep.objects.filter(plan__run_id=run_id).values_list("key", "title", "status"))
     assert steps == [("s1", "what is 2+3?", "completed"), ("s2", "what is 4*5?", "completed")]
-    answer = Message.objects.filter(run_id=run_id, role="assistant").latest("position")
-    assert answer.text == (
-        "Here is what the plan's steps found:\n- what is 2+3? [s1]: 2+3 = 5.\n- what is 4*5? [s2]: 4*5 = 20."
-    )
+    transcript = Message.objects.filter(run_id=run_id, position__isnull=False).order_by("position")
+    assert [(message.role, message.text) for message in transcript] == [
+        ("user", "Please:\n1. what is 2+3?\n2. what is 4*5?"),
+        ("assistant", "This request has several parts: I will have them planned."),
+        ("tool", ""),
+        (
+            "assistant",
+            "Here is what the plan's steps found:\n- what is 2+3? [s1]: 2+3 = 5.\n"
+            + "- what is 4*5? [s2]: 4*5 = 20.",
+        ),
+    ]
+    assert run.model_calls == 2  # the create_plan call and the synthesis: the offline planner asks no model
+    call_id = transcript[1].content[1]["id"]
+    chat = Client()
+    chat.force_login(cast.bob)
+    page = chat.get(f"/chat/{session_id}/").content.decode()
+    answer = page[page.index(f'<article class="turn turn-assistant" id="run-{run_id}"') :]
+    assert f'<details class="tool-card" data-tool-call-id="{call_id}" data-state="done">' in answer
+    assert answer.count('<details class="child-run" id="run-') == 2
+    for title in ("s1: what is 2+3?", "s2: what is 4*5?"):
+        assert f'<span class="child-run-title" data-slot="title">{title}</span>' in answer
 
 
 def test_a_parent_whose_resume_was_lost_is_resumed_by_the_sweeper(

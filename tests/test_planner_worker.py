@@ -113,3 +113,31 @@ def test_killing_the_worker_of_a_running_executor_resumes_it_and_the_parent_comp
     assert (child.status, child.attempt) == ("completed", 2)
     assert PlanStep.objects.get(plan__run_id=run_id).result == "s1 result"
     assert Run.objects.get(pk=run_id).messages.filter(role="assistant").get().text == "final from s1"
+
+
+def test_an_offline_auto_agent_plans_a_numbered_list_on_worker_processes(
+    cast: Cast, bob_api: APIClient, stack: LiveStack
+) -> None:
+    stack.start_worker(workers=2)
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline", planning_mode="auto")
+    session = bob_api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()
+    content = "Please:\n1. what is 2+3?\n2. what is 4*5?"
+    posted = bob_api.post(f"/api/v1/sessions/{session['id']}/messages/", {"content": content}, format="json")
+    run_id = posted.json()["run"]["id"]
+
+    wait_until(
+        lambda: Run.objects.filter(pk=run_id, status="completed").exists(),
+        timeout=60,
+        message=f"the auto run to plan and complete\n{stack.logs()}",
+    )
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.route, run.route_reason, run.model_calls) == ("complex", "the message lists 2 tasks", 2)
+    steps = PlanStep.objects.filter(plan__run_id=run_id).order_by("index")
+    assert [(step.key, step.status, step.result) for step in steps] == [
+        ("s1", "completed", "2+3 = 5."),
+        ("s2", "completed", "4*5 = 20."),
+    ]
+    assert run.messages.filter(role="assistant").order_by("position").last().text == (  # type: ignore[union-attr]
+        "Here is what the plan's steps found:\n- what is 2+3? [s1]: 2+3 = 5.\n- what is 4*5? [s2]: 4*5 = 20."
+    )

@@ -147,7 +147,7 @@ def test_offline_agent_answers_with_a_tool_round_trip(cast: Cast, bob_api: APICl
     assert final is not None and "84" in final.text
 
 
-def test_an_offline_agent_of_the_default_planning_mode_routes_arithmetic_to_its_tools(
+def test_an_offline_agent_of_the_default_planning_mode_answers_arithmetic_with_its_tools_in_its_loop(
     cast: Cast, bob_api: APIClient
 ) -> None:
     agent = make_agent(tenant=cast.tenant_a, model_provider="offline", planning_mode="auto")
@@ -156,7 +156,7 @@ def test_an_offline_agent_of_the_default_planning_mode_routes_arithmetic_to_its_
 
     run = run_to_end(bob_api, run_id)
 
-    assert (run["status"], run["route"]) == ("completed", "tool")
+    assert (run["status"], run["route"], run["model_calls"]) == ("completed", "", 2)
     assert [step["kind"] for step in run["steps"]] == ["model_call", "tool_call", "model_call"]  # type: ignore[attr-defined]
     assert run["steps"][1]["output"]["content"] == "84"  # type: ignore[index]
 

@@ -482,18 +482,28 @@ def test_claiming_a_direct_run_starts_it_executing_in_one_transaction(cast: Cast
     ]
 
 
+@pytest.mark.parametrize(
+    ("planning_mode", "status", "moves"),
+    [
+        (PlanningMode.PLAN, S.PLANNING, [("queued", "planning")]),
+        (PlanningMode.AUTO, S.EXECUTING, [("queued", "planning"), ("planning", "executing")]),
+    ],
+)
 @pytest.mark.django_db
-def test_claiming_a_run_of_a_planning_agent_leaves_it_planning(cast: Cast) -> None:
-    session = make_session(cast, planning_mode=PlanningMode.AUTO)
+def test_only_a_run_of_a_plan_agent_is_left_planning_by_its_claim(
+    cast: Cast, planning_mode: str, status: str, moves: list[tuple[str, str]]
+) -> None:
+    session = make_session(cast, planning_mode=planning_mode)
     run = make_run(session)
 
     claimed = run_claim(run_id=run.pk, owner="worker-1")
 
-    assert claimed is not None and claimed.status == S.PLANNING
-    assert [event_type for _seq, event_type, _data in session_events(session)] == [
-        "run.status",
-        "run.started",
-    ]
+    assert claimed is not None and claimed.status == status
+    events = session_events(session)
+    assert [event_type for _seq, event_type, _data in events][:2] == ["run.status", "run.started"]
+    assert [
+        (data["from"], data["to"]) for _seq, event_type, data in events if event_type == "run.status"
+    ] == moves
 
 
 @pytest.mark.django_db

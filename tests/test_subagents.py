@@ -31,8 +31,8 @@ TASK = "Find the population of Paris."
 SUBAGENT_TOOLS = ["calculator", "current_time", "memory_search", "session_history", "sessions_list"]
 
 
-def delegating_agent(cast: Cast, *, provider: str = "anthropic") -> Agent:
-    agent = make_agent(tenant=cast.tenant_a, model_provider=provider)
+def delegating_agent(cast: Cast, *, provider: str = "anthropic", planning_mode: str = "direct") -> Agent:
+    agent = make_agent(tenant=cast.tenant_a, model_provider=provider, planning_mode=planning_mode)
     ToolPolicy.objects.create(agent=agent, profile="messaging")
     return agent
 
@@ -139,6 +139,27 @@ def test_an_agent_delegates_a_task_and_continues_with_the_subagents_answer(
         "cache_write_tokens": 2,
         "total_tokens": 50 + 15 + 11 + 7,
     }
+
+
+def test_an_auto_agent_may_delegate_and_its_subagent_is_never_offered_create_plan(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    fake_model.script(Turn(text="Paris has 2.1 million people."), match=SUBAGENT)
+    fake_model.script(spawn(), Turn(text="About 2.1 million."))
+    session_id = start_session(bob_api, delegating_agent(cast, planning_mode="auto"))
+    parent_id = post(bob_api, session_id, "How many people live in Paris? Delegate it.")
+
+    parent = drive(parent_id)
+
+    assert (parent.status, parent.route) == ("completed", "")
+    parent_requests = [request for request in fake_model.requests if SUBAGENT not in str(request.body)]
+    child_requests = [request for request in fake_model.requests if SUBAGENT in str(request.body)]
+    assert (len(parent_requests), len(child_requests)) == (2, 1)
+    assert tool_names(parent_requests[0]) == sorted(
+        [*SUBAGENT_TOOLS, "memory_forget", "memory_save", "session_send", "spawn_subagent", "create_plan"]
+    )
+    assert tool_names(child_requests[0]) == SUBAGENT_TOOLS
+    assert Run.objects.get(parent_run_id=parent_id).agent_config["planning_mode"] == "direct"
 
 
 def test_a_failing_subagent_is_an_error_result_and_the_parent_continues(

@@ -12,6 +12,7 @@ from typing import Literal
 
 from agents.runtime.compaction import CompactionPolicy, ContextCompactor
 from agents.runtime.model_turn import TurnInterrupted, call_model
+from agents.runtime.plan_tool import PlanRequest, outcome_for_plan, plan_request_in, with_create_plan
 from agents.runtime.stop_signal import StopSignal
 from agents.runtime.tool_execution import run_tool_calls, tool_calls_in, tool_result_block
 from agents.runtime.types import (
@@ -42,6 +43,7 @@ LoopStopReason = Literal[
     "shutdown",
     "awaiting_approval",
     "awaiting_subagents",
+    "plan_requested",
 ]
 
 # What the model is told about a call the run stopped before it finished.
@@ -60,6 +62,8 @@ class LoopConfig:
     delta_flush_seconds: float = 0.03
     # None switches context compaction off.
     compaction: CompactionPolicy | None = None
+    # Offer ``create_plan`` (agents.runtime.plan_tool): the model may hand the request to a planner.
+    offers_create_plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class LoopResult:
     usage: Usage
     final_text: str
     error: str | None
+    # plan_requested: the model's create_plan call.
+    plan_request: PlanRequest | None = None
 
 
 def run_agent_loop(
@@ -85,7 +91,8 @@ def run_agent_loop(
     ``model_calls_done`` counts the model calls of this run made before a resume. When
     ``approvals`` holds a call back, the loop returns ``awaiting_approval`` (a person decides)
     or ``awaiting_subagents`` (a sub-agent works) with the calls unanswered; running it again
-    on the stored history resumes from there.
+    on the stored history resumes from there. With ``config.offers_create_plan``, a turn that
+    calls ``create_plan`` ends the loop with ``plan_requested``, its calls answered without running.
     """
     loop = _AgentLoop(config, history, model, tools, recorder, model_calls_done, approvals)
     unanswered_calls = unanswered_tool_calls(history)
@@ -133,7 +140,8 @@ class _AgentLoop:
         self.messages = list(history)
         self.model = model
         self.tools = tools
-        self.tool_specs = tools.specs()
+        self.tool_specs = with_create_plan(tools.specs()) if config.offers_create_plan else tools.specs()
+        self.plan_request: PlanRequest | None = None
         self.recorder = recorder
         self.model_calls_done = model_calls_done
         self.stop = StopSignal(recorder)
@@ -208,11 +216,15 @@ class _AgentLoop:
 
     def answer_tool_calls(
         self, calls: list[ToolCallRequested]
-    ) -> StopRequestReason | Literal["awaiting_approval", "awaiting_subagents"] | None:
+    ) -> StopRequestReason | Literal["awaiting_approval", "awaiting_subagents", "plan_requested"] | None:
         """Run the calls and append their results as one user message, in call order.
 
         Nothing of the batch runs while one call waits: the resumed run answers them all at once.
+        Nothing runs either when one asks for a plan.
         """
+        if self.config.offers_create_plan and (request := plan_request_in(calls)) is not None:
+            self._answer_for_plan(calls, request)
+            return "plan_requested"
         checks = self.approvals.check(calls) if self.approvals else {}
         if any(check.state == "pending" for check in checks.values()):
             return "awaiting_approval"
@@ -242,6 +254,26 @@ class _AgentLoop:
         self.messages.append(self._unrecorded_results)
         return batch.stop_reason
 
+    def _answer_for_plan(self, calls: list[ToolCallRequested], request: PlanRequest) -> None:
+        """The plan takes the request over: every call of the turn is answered, none runs."""
+        self.plan_request = request
+        answered = [(call, outcome_for_plan(call, request)) for call in calls]
+        with self.recorder.batch():  # the results message and their events: stored together
+            for call, outcome in answered:
+                self.recorder.emit(
+                    "tool.result",
+                    {
+                        "tool_call_id": call.id,
+                        "name": call.name,
+                        "content": outcome.content,
+                        "is_error": outcome.is_error,
+                    },
+                )
+            blocks = [tool_result_block(call.id, outcome) for call, outcome in answered]
+            self._unrecorded_results = ChatMessage(role="user", content=blocks)
+            self.messages.append(self._unrecorded_results)
+            self._record_results()
+
     def _deny(self, call: ToolCallRequested, check: ApprovalCheck) -> ToolOutcome:
         """A denied or refused call is answered without running; the model sees why."""
         if check.state == "refused":
@@ -262,7 +294,13 @@ class _AgentLoop:
 
     def finish(self, stop_reason: LoopStopReason, *, error: str | None = None) -> LoopResult:
         self._record_results()
-        return LoopResult(stop_reason=stop_reason, usage=self.usage, final_text=self.final_text, error=error)
+        return LoopResult(
+            stop_reason=stop_reason,
+            usage=self.usage,
+            final_text=self.final_text,
+            error=error,
+            plan_request=self.plan_request,
+        )
 
     def _model_request(self) -> ModelRequest:
         return ModelRequest(

@@ -1,9 +1,11 @@
 """``offline-demo``: a deterministic local model so Agentry can be tried with no API key.
 
-It follows a few fixed rules instead of thinking: arithmetic goes to the ``calculator``
-tool, questions about the time go to ``current_time``, "delegate: <task>" goes to
-``spawn_subagent`` when the agent has it, tool results are turned into an answer, and
-anything else is echoed back with a hint to configure a real provider.
+It follows a few fixed rules instead of thinking: a request of several parts (two or more
+listed tasks, or "plan/research … and …") goes to ``create_plan`` when it is offered,
+arithmetic goes to the ``calculator`` tool, questions about the time go to ``current_time``,
+"delegate: <task>" goes to ``spawn_subagent`` when the agent has it, tool results (and a
+plan's step results) are turned into an answer, and anything else is echoed back with a hint
+to configure a real provider.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from agents.runtime.plan_tool import CREATE_PLAN
 from agents.runtime.types import (
     ChatMessage,
     ContentBlock,
@@ -50,6 +53,8 @@ _PLAN_STEP = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 _DELEGATES = re.compile(r"^\s*delegate\s*:\s*(?P<task>\S.*)", re.IGNORECASE | re.DOTALL)
+_LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+\S", re.MULTILINE)
+_PLAN_WORDS = re.compile(r"\b(plan|research|investigate|compare)\b.*\band\b", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -98,11 +103,17 @@ class OfflineModelClient:
 def plan_reply(request: ModelRequest) -> OfflineReply:
     """What the offline model says to the conversation in ``request``."""
     last = request.messages[-1] if request.messages else ChatMessage(role="user", content=[])
+    text = " ".join(block["text"] for block in last.content if block.get("type") == "text").strip()
+    # A synthesis first: its step results join the turn that answered the create_plan call.
+    if (synthesis := _plan_results(text)) is not None:
+        return OfflineReply(text=synthesis)
     results = [block for block in last.content if block.get("type") == "tool_result"]
     if results:
         return OfflineReply(text=_answer_from_results(results, request.messages))
-    text = " ".join(block["text"] for block in last.content if block.get("type") == "text").strip()
     offered = {spec.name for spec in request.tools}
+    if CREATE_PLAN in offered and (reason := reason_to_plan(text)) is not None:
+        call = _tool_call(request, CREATE_PLAN, {"reason": reason})
+        return OfflineReply(text="This request has several parts: I will have them planned.", tool_call=call)
     delegated = _DELEGATES.match(text)
     if delegated and "spawn_subagent" in offered:
         task = delegated.group("task").strip()
@@ -118,9 +129,27 @@ def plan_reply(request: ModelRequest) -> OfflineReply:
         )
     if _ASKS_IDENTITY.search(text.lower()):
         return OfflineReply(text=_identity())
-    if (synthesis := _plan_results(text)) is not None:
-        return OfflineReply(text=synthesis)
     return OfflineReply(text=_echo(text))
+
+
+def reason_to_plan(text: str) -> str | None:
+    """Why a request of several parts is planned (two or more listed tasks, or "plan/research …
+    and …"); None for anything else."""
+    items = len(_LIST_ITEM.findall(text))
+    if items >= 2:
+        return f"the message lists {items} tasks"
+    if _PLAN_WORDS.search(text):
+        return "the message asks to plan or research several things"
+    return None
+
+
+def list_items(text: str) -> list[str]:
+    """The listed tasks of a message: the offline planner makes each one a step."""
+    return [
+        re.sub(r"^\s*(?:\d+[.)]|[-*•])\s+", "", line).strip()
+        for line in text.splitlines()
+        if _LIST_ITEM.match(line)
+    ]
 
 
 def _plan_results(text: str) -> str | None:
@@ -137,11 +166,6 @@ def _plan_results(text: str) -> str | None:
     lines = ["Here is what the plan's steps found:"]
     lines += [f"- {title} [{key}]: {result}" for key, title, result in steps]
     return "\n".join(lines)
-
-
-def asks_for_a_tool(text: str) -> bool:
-    """Whether the offline model would answer ``text`` with a tool call (when offered the tool)."""
-    return bool(find_arithmetic(text) or _ASKS_FOR_TIME.search(text.lower()) or _DELEGATES.match(text))
 
 
 def find_arithmetic(text: str) -> str | None:

@@ -1,8 +1,9 @@
-"""The planning run's side of planning: route, plan, dispatch ready steps, replan, prepare synthesis.
+"""The planning run's side of planning: plan, dispatch ready steps, replan, prepare synthesis.
 
-``run_plan_advance`` is called each time a top-level run of a planning agent executes. It returns
-what the execution layer does next: run the normal loop (``direct``), release the worker while
-executors work (``wait``), answer from the step results (``synthesize``), or end the run.
+``run_plan_advance`` is called each time a run that plans executes: a top-level run of a ``plan``
+agent, or of an ``auto`` agent once its model called ``create_plan`` (sessions.planning.routing).
+It returns what the execution layer does next: release the worker while executors work
+(``wait``), answer from the step results (``synthesize``), or end the run.
 """
 
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.runtime.offline import PLAN_RESULTS_MARKER
+from agents.runtime.offline import PLAN_RESULTS_MARKER, list_items
 from agents.runtime.types import ChatMessage, ModelClient
 from sessions.models import (
     Message,
@@ -29,13 +30,7 @@ from sessions.planning.executors import (
     run_final_text,
 )
 from sessions.planning.plans import PlanSpec, StepSpec, plan_parse
-from sessions.planning.routing import (
-    ROUTER_SYSTEM_PROMPT,
-    Route,
-    list_items,
-    offline_route,
-    route_from_answer,
-)
+from sessions.planning.routing import PLAN_MODE_REASON, route_to_plan_record
 from sessions.planning.structured import PlannerCallFailed, structured_call
 from sessions.recorder import DjangoRunRecorder
 from sessions.state import TERMINAL_RUN_STATUSES, StaleTransition, run_transition
@@ -54,33 +49,28 @@ SYNTHESIS_INSTRUCTIONS = (
 )
 RESULT_PREVIEW_CHARACTERS = 2000
 
-Action = Literal["direct", "wait", "synthesize", "fail", "cancelled"]
+Action = Literal["wait", "synthesize", "fail", "cancelled"]
 
 
 @dataclass(frozen=True)
 class PlanningOutcome:
     action: Action
-    # direct: whether the loop offers tools (a "simple" message is answered without).
-    is_tool_use: bool = True
     # synthesize: the step results to answer from; fail: the error.
     text: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def run_plan_advance(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) -> PlanningOutcome:
+    """Plan the request, or continue its plan; a ``plan`` agent's run records its route first."""
     try:
         plan = Plan.objects.filter(run=run).first()
         if plan is not None:
             return _plan_continue(run, plan, model=model, recorder=recorder)
-        route = _route(run, model=model, recorder=recorder)
-        if route != "complex":
-            return PlanningOutcome("direct", is_tool_use=route == "tool")
+        if not run.route:
+            route_to_plan_record(run, reason=PLAN_MODE_REASON, recorder=recorder)
         return _plan_create(run, model=model, recorder=recorder)
     except PlannerCallFailed as error:
         return PlanningOutcome("cancelled" if error.is_cancelled else "fail", text=str(error))
-
-
-# --- Routing ------------------------------------------------------------------------------------------
 
 
 def _request_text(run: Run) -> str:
@@ -88,35 +78,6 @@ def _request_text(run: Run) -> str:
         return ""
     message = Message.objects.filter(pk=run.user_message_id).first()
     return message.text if message is not None else ""
-
-
-def _route(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) -> Route:
-    """Classify the user's message once per run; the decision is stored and announced."""
-    if run.route:
-        return run.route  # type: ignore[return-value]
-    text = _request_text(run)
-    route: Route
-    if run.agent_config.get("planning_mode") == "plan":
-        route, reason = "complex", "the agent's planning mode is plan"
-    elif run.agent_config.get("model_provider") == "offline":
-        route, reason = offline_route(text)
-    else:
-        answer, _ = structured_call(
-            model=model,
-            recorder=recorder,
-            model_name=run.agent_config["model_name"],
-            system=ROUTER_SYSTEM_PROMPT,
-            messages=[_user(text)],
-            purpose="route",
-        )
-        route, reason = route_from_answer(answer) or ("tool", "the router's answer was unreadable")
-    Run.objects.filter(pk=run.pk).update(route=route, route_reason=reason)
-    run.route, run.route_reason = route, reason
-    recorder.emit(
-        "run.status",
-        {"from": run.status, "to": run.status, "actor": "router", "route": route, "reason": reason},
-    )
-    return route
 
 
 def _user(text: str) -> ChatMessage:

@@ -9,6 +9,13 @@ import pytest
 from agents.runtime.builtin_tools import BUILTIN_TOOLS, StaticToolProvider, ToolEntry
 from agents.runtime.coalescer import DeltaCoalescer
 from agents.runtime.loop import STOPPED_TOOL_OUTCOME, LoopConfig, LoopResult, run_agent_loop
+from agents.runtime.plan_tool import (
+    CREATE_PLAN_SPEC,
+    NOT_RUN_FOR_PLAN,
+    PLAN_STARTED,
+    UNSTATED_REASON,
+    PlanRequest,
+)
 from agents.runtime.tool_execution import INTERRUPTED_TOOL_OUTCOME
 from agents.runtime.types import (
     ApprovalCheck,
@@ -898,3 +905,88 @@ def test_a_resumed_run_runs_calls_no_earlier_attempt_started() -> None:
 
     assert result.stop_reason == "end_turn"
     assert sorted(executed) == ["lookup", "send_email"]
+
+
+def test_create_plan_is_offered_only_when_the_config_says_so_and_replaces_a_tool_of_its_name() -> None:
+    tools = StaticToolProvider(dict([*BUILTIN_TOOLS.items(), tool("create_plan", lambda: "mine")]))
+    offered, plain = ScriptedModel([text_turn("hi")]), ScriptedModel([text_turn("hi")])
+
+    run(offered, tools, InMemoryRecorder(), config=config(offers_create_plan=True))
+    run(plain, tools, InMemoryRecorder())
+
+    assert offered.requests[0].tools == [*StaticToolProvider(BUILTIN_TOOLS).specs(), CREATE_PLAN_SPEC]
+    assert [spec.name for spec in plain.requests[0].tools] == ["calculator", "current_time", "create_plan"]
+    assert plain.requests[0].tools[-1] != CREATE_PLAN_SPEC
+
+
+def test_a_create_plan_call_ends_the_loop_with_every_call_of_its_turn_answered_and_none_run() -> None:
+    ran: list[str] = []
+
+    def note() -> str:
+        ran.append("note")
+        return "noted"
+
+    tools = StaticToolProvider(dict([tool("note", note), *BUILTIN_TOOLS.items()]))
+    turn = tool_turn(
+        ("call-1", "note", {}),
+        ("call-2", "create_plan", {"reason": "  two   independent parts "}),
+        ("call-3", "create_plan", {"reason": "again"}),
+    )
+    model = ScriptedModel([turn, text_turn("never asked")])
+    recorder = _BatchNotingRecorder()
+
+    result = run(model, tools, recorder, config=config(offers_create_plan=True), approvals=WaitingGate())
+
+    assert (result.stop_reason, result.plan_request) == (
+        "plan_requested",
+        PlanRequest(tool_call_id="call-2", reason="two independent parts"),
+    )
+    assert (len(model.requests), ran, [step.kind for step in recorder.steps]) == (1, [], ["model_call"])
+    assert [message.role for message, _usage in recorder.messages] == ["assistant", "user"]
+    assert recorder.messages[1][0].content == [
+        result_block("call-1", NOT_RUN_FOR_PLAN.content, is_error=True),
+        result_block("call-2", PLAN_STARTED.content),
+        result_block("call-3", NOT_RUN_FOR_PLAN.content, is_error=True),
+    ]
+    assert recorder.events_of("tool.result") == [
+        {"tool_call_id": "call-1", "name": "note", "content": NOT_RUN_FOR_PLAN.content, "is_error": True},
+        {"tool_call_id": "call-2", "name": "create_plan", "content": PLAN_STARTED.content, "is_error": False},
+        {
+            "tool_call_id": "call-3",
+            "name": "create_plan",
+            "content": NOT_RUN_FOR_PLAN.content,
+            "is_error": True,
+        },
+    ]
+    assert recorder.calls[-3:] == ["batch", "append user", "end"]
+
+
+def test_a_replayed_turn_that_asked_for_a_plan_asks_again_without_a_model_call() -> None:
+    asked = ChatMessage(role="assistant", content=[call_block("call-1", "create_plan", {})])
+    model = ScriptedModel([text_turn("never asked")])
+
+    result = run(
+        model,
+        StaticToolProvider(BUILTIN_TOOLS),
+        InMemoryRecorder(),
+        config=config(offers_create_plan=True),
+        history=[USER_QUESTION, asked],
+    )
+
+    assert (result.stop_reason, result.plan_request, model.requests) == (
+        "plan_requested",
+        PlanRequest(tool_call_id="call-1", reason=UNSTATED_REASON),
+        [],
+    )
+
+
+def test_a_create_plan_call_of_a_loop_that_does_not_offer_it_is_an_unknown_tool() -> None:
+    model = ScriptedModel([tool_turn(("call-1", "create_plan", {"reason": "parts"})), text_turn("ok")])
+    recorder = InMemoryRecorder()
+
+    result = run(model, StaticToolProvider(BUILTIN_TOOLS), recorder)
+
+    assert (result.stop_reason, result.plan_request, result.final_text) == ("end_turn", None, "ok")
+    assert recorder.messages[1][0].content == [
+        result_block("call-1", "ToolInputError: unknown tool 'create_plan'", is_error=True)
+    ]

@@ -5,7 +5,16 @@ import pytest
 
 from agents.runtime.builtin_tools import BUILTIN_TOOLS, CALCULATOR_SPEC, CURRENT_TIME_SPEC, StaticToolProvider
 from agents.runtime.loop import LoopConfig, run_agent_loop
-from agents.runtime.offline import OFFLINE_MODEL_NAME, PROVIDER_HINT, OfflineModelClient, find_arithmetic
+from agents.runtime.offline import (
+    OFFLINE_MODEL_NAME,
+    PLAN_RESULTS_MARKER,
+    PROVIDER_HINT,
+    OfflineModelClient,
+    find_arithmetic,
+    list_items,
+    reason_to_plan,
+)
+from agents.runtime.plan_tool import CREATE_PLAN_SPEC, PLAN_STARTED, PlanRequest
 from agents.runtime.types import (
     ChatMessage,
     ModelRequest,
@@ -263,3 +272,95 @@ def test_delegate_without_spawn_subagent_is_not_a_tool_call() -> None:
     response = completed(stream(request(user("delegate: what is 6*7?"), tools=BOTH_TOOLS)))
 
     assert (response.stop_reason, response.content[1]["name"]) == ("tool_use", "calculator")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("1. find flights\n2. book a hotel", "the message lists 2 tasks"),
+        ("- one\n- two\n- three", "the message lists 3 tasks"),
+        ("Plan a trip to Rome and a budget", "the message asks to plan or research several things"),
+        ("1. only one task", None),
+        ("What is 12*7?", None),
+        ("delegate: summarize the notes", None),
+        ("hello", None),
+    ],
+)
+def test_requests_of_several_parts_are_the_ones_to_plan(text: str, reason: str | None) -> None:
+    assert reason_to_plan(text) == reason
+
+
+def test_list_items_become_the_offline_plan_steps() -> None:
+    assert list_items("Do:\n1. first thing\n2) second\n- third") == ["first thing", "second", "third"]
+
+
+NUMBERED_LIST = "Please:\n1. what is 2+3?\n2. what is 4*5?"
+
+
+def test_a_numbered_list_calls_create_plan_when_offered() -> None:
+    events = stream(request(user(NUMBERED_LIST), tools=[*BOTH_TOOLS, CREATE_PLAN_SPEC]))
+
+    response = completed(events)
+    call = next(event for event in events if isinstance(event, ToolCallRequested))
+    assert (call.name, call.arguments, response.stop_reason) == (
+        "create_plan",
+        {"reason": "the message lists 2 tasks"},
+        "tool_use",
+    )
+    assert response.content == [
+        {"type": "text", "text": "This request has several parts: I will have them planned."},
+        {"type": "tool_call", "id": call.id, "name": "create_plan", "arguments": call.arguments},
+    ]
+
+
+def test_a_numbered_list_without_create_plan_is_answered_with_the_tools() -> None:
+    response = completed(stream(request(user(NUMBERED_LIST), tools=BOTH_TOOLS)))
+
+    assert (response.content[1]["name"], response.content[1]["arguments"]) == (
+        "calculator",
+        {"expression": "2+3"},
+    )
+
+
+def test_a_synthesis_after_create_plan_answers_from_the_step_results() -> None:
+    asked = ChatMessage(
+        role="assistant",
+        content=[{"type": "tool_call", "id": "c1", "name": "create_plan", "arguments": {"reason": "parts"}}],
+    )
+    results = ChatMessage(
+        role="user",
+        content=[
+            {"type": "tool_result", "tool_call_id": "c1", "content": PLAN_STARTED.content, "is_error": False},
+            {"type": "text", "text": f"{PLAN_RESULTS_MARKER}\n\n## s1: add\n5\n\n## s2: multiply\n20"},
+        ],
+    )
+
+    text = reply_text(stream(request(user(NUMBERED_LIST), asked, results)))
+
+    assert text == "Here is what the plan's steps found:\n- add [s1]: 5\n- multiply [s2]: 20"
+
+
+def test_the_loop_offering_create_plan_stops_at_the_offline_models_plan_request() -> None:
+    recorder = InMemoryRecorder()
+
+    result = run_agent_loop(
+        config=LoopConfig(
+            model=OFFLINE_MODEL_NAME,
+            system_prompt="",
+            max_model_calls=5,
+            max_output_tokens=500,
+            temperature=None,
+            offers_create_plan=True,
+        ),
+        history=[user(NUMBERED_LIST)],
+        model=OfflineModelClient(),
+        tools=StaticToolProvider(BUILTIN_TOOLS),
+        recorder=recorder,
+    )
+
+    call_id = recorder.events_of("message.completed")[0]["content"][1]["id"]
+    assert (result.stop_reason, result.plan_request) == (
+        "plan_requested",
+        PlanRequest(tool_call_id=call_id, reason="the message lists 2 tasks"),
+    )
+    assert [step.kind for step in recorder.steps] == ["model_call"]

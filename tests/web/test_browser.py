@@ -262,16 +262,20 @@ def test_chat_streams_the_answer_and_completes_a_tool_card(
     shoot(page, screenshot_dir, "chat-phone")
 
 
+@pytest.mark.parametrize("planning_mode", ["plan", "auto"])
 def test_each_executor_of_a_plan_shows_in_its_own_block_of_the_answer(
-    page: Page, cast: Cast, screenshot_dir: Path
+    page: Page, cast: Cast, screenshot_dir: Path, planning_mode: str
 ) -> None:
-    agent = make_agent(tenant=cast.tenant_a, name="Planner", planning_mode="plan")
+    agent = make_agent(tenant=cast.tenant_a, name="Planner", planning_mode=planning_mode)
     sign_in(page, "bob@a.test", "bob-password")
     open_chat(page, agent)
 
     send(page, "Please:\n1. what is 2+3?\n2. what is 4*5?")
 
     answer = last_answer(page)
+    # In auto mode the model's own first call asked for the plan: its create_plan card is answered.
+    plan_cards = answer.locator(':scope .turn-body > .tool-card:has(.tool-name:text-is("create_plan"))')
+    expect(plan_cards).to_have_count(1 if planning_mode == "auto" else 0)
     blocks = answer.locator(".child-run")
     expect(blocks).to_have_count(2)
     expect(blocks.locator("[data-slot=kind]")).to_have_text(["Executor", "Executor"])
@@ -284,7 +288,10 @@ def test_each_executor_of_a_plan_shows_in_its_own_block_of_the_answer(
     blocks.nth(0).locator(":scope > summary").click()
     expect(blocks.nth(0).locator(".part-text").last).to_have_text("2+3 = 5.")
     expect(blocks.nth(0).locator(".tool-card")).to_have_attribute("data-state", "done")
-    shoot(page, screenshot_dir, "chat-executors")
+    if planning_mode == "auto":
+        expect(plan_cards).to_have_attribute("data-state", "done")
+    else:
+        shoot(page, screenshot_dir, "chat-executors")
 
     page.reload()
     reloaded = last_answer(page).locator(".child-run")
