@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, Literal
 
 import pytest
@@ -369,6 +370,33 @@ def sent_body(server: FakeModelServer, provider: Provider) -> dict[str, Any]:
     collect(client_for(provider, server), CONVERSATION)
     (request,) = server.requests
     return request.body
+
+
+def test_an_anthropic_request_without_tools_sends_earlier_tool_turns_as_text(server: FakeModelServer) -> None:
+    """The Messages API refuses tool blocks in a request that defines no tools (a synthesis)."""
+    server.script(Turn(text="Paris is sunny."))
+    collect(client_for("anthropic", server), replace(CONVERSATION, tools=[]))
+
+    (request,) = server.requests
+    assert "tools" not in request.body
+    assert request.body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Two cities.", "signature": "sig-1"},
+                {"type": "text", "text": "Let me check."},
+                {"type": "text", "text": '[called tool get_weather with {"city": "Paris"}]'},
+                {"type": "text", "text": '[called tool get_weather with {"city": "Oslo"}]'},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[tool result: 18°C, sunny]"},
+                {"type": "text", "text": "[tool error: city not found]"},
+            ],
+        },
+    ]
 
 
 def test_anthropic_request_carries_system_tools_and_tool_results(server: FakeModelServer) -> None:

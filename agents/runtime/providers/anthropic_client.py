@@ -7,6 +7,7 @@ thinking blocks (redacted ones keep their opaque payload under ``redacted_data``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
@@ -75,7 +76,7 @@ class AnthropicModelClient:
             counted = self._counting_client.messages.count_tokens(
                 model=request.model,
                 system=request.system or anthropic.omit,
-                messages=[_message_param(message) for message in request.messages],
+                messages=_messages_param(request),
                 tools=[_tool_param(spec) for spec in request.tools] or anthropic.omit,
             )
         except anthropic.APIError as error:
@@ -110,7 +111,7 @@ class AnthropicModelClient:
                 model=request.model,
                 max_tokens=request.max_tokens,
                 system=request.system or anthropic.omit,
-                messages=[_message_param(message) for message in request.messages],
+                messages=_messages_param(request),
                 tools=[_tool_param(spec) for spec in request.tools] or anthropic.omit,
                 extra_body=extra_body,
                 timeout=request.timeout_seconds,
@@ -127,8 +128,30 @@ def _tool_param(spec: ToolSpec) -> sdk.ToolParam:
     return sdk.ToolParam(name=spec.name, description=spec.description, input_schema=spec.input_schema)
 
 
-def _message_param(message: ChatMessage) -> sdk.MessageParam:
-    content = [param for param in map(_content_block_param, message.content) if param is not None]
+def _messages_param(request: ModelRequest) -> list[sdk.MessageParam]:
+    """The API refuses tool blocks in a request that defines no tools (a synthesis, a summary):
+    there, earlier tool calls and results travel as text."""
+    if request.tools:
+        return [_message_param(message) for message in request.messages]
+    return [_message_param(message, block_param=_tool_block_as_text) for message in request.messages]
+
+
+def _tool_block_as_text(block: ContentBlock) -> sdk.ContentBlockParam | None:
+    if block["type"] == "tool_call":
+        arguments = json.dumps(arguments_for_replay(block["arguments"]), ensure_ascii=False)
+        return sdk.TextBlockParam(type="text", text=f"[called tool {block['name']} with {arguments}]")
+    if block["type"] == "tool_result":
+        outcome = "error" if block.get("is_error") else "result"
+        return sdk.TextBlockParam(type="text", text=f"[tool {outcome}: {block['content']}]")
+    return _content_block_param(block)
+
+
+def _message_param(
+    message: ChatMessage,
+    block_param: Callable[[ContentBlock], sdk.ContentBlockParam | None] | None = None,
+) -> sdk.MessageParam:
+    convert = block_param or _content_block_param
+    content = [param for param in map(convert, message.content) if param is not None]
     if message.role == "user":
         return sdk.UserMessageParam(role="user", content=content)
     return sdk.AssistantMessageParam(role="assistant", content=content)
