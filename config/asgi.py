@@ -1,16 +1,13 @@
 import os
 
-import django
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django.setup(set_prefix=False)
+# Sets Django up, which the websocket routing's imports (models) need first.
+django_asgi_app = get_asgi_application()
 
-# These imports need Django set up first.
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from core.asgi_handler import SyncChainASGIHandler  # noqa: E402
 from sessions.routing import websocket_application  # noqa: E402
-
-django_asgi_app = SyncChainASGIHandler()
 
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

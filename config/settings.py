@@ -138,12 +138,26 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache, channel layer, task broker -----------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+# Connecting to Redis and waiting for a reply each give up after this long: while Redis is
+# unreachable, requests answer 503 (core.middleware) rather than hang.
+REDIS_TIMEOUT_SECONDS = env_float("REDIS_TIMEOUT_SECONDS", 2.0)
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "core.cache.SharedRedisCache", "LOCATION": REDIS_URL}}
+    REDIS_TIMEOUTS = {
+        "socket_connect_timeout": REDIS_TIMEOUT_SECONDS,
+        "socket_timeout": REDIS_TIMEOUT_SECONDS,
+    }
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # One connection pool per process, not one per request (core/cache.py).
+            "OPTIONS": {"pool_class": "core.cache.SharedConnectionPool", **REDIS_TIMEOUTS},
+        }
+    }
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {"hosts": [{"address": REDIS_URL, **REDIS_TIMEOUTS}]},
         }
     }
 else:

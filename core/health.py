@@ -1,17 +1,23 @@
-"""Liveness and readiness. Readiness checks the database, the task broker and the channel layer."""
+"""Liveness and readiness. Readiness checks the database, Redis (with ``REDIS_URL``), the task
+broker and the channel layer, each with short timeouts so that an outage is reported at once."""
 
 import asyncio
 import time
 import uuid
 from collections.abc import Callable
 
+import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.cache import caches
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+BROKER_TIMEOUT_SECONDS = 1.0
+READINESS_CACHE_KEY = "agentry:readyz"
 
 
 def check_database() -> None:
@@ -20,11 +26,19 @@ def check_database() -> None:
         cursor.fetchone()
 
 
+def check_redis() -> None:
+    """A read through Django's cache: the connection pool every API request's rate limit uses,
+    so a pool that kept a dead connection would show here."""
+    caches["default"].get(READINESS_CACHE_KEY)
+
+
 def check_broker() -> None:
     if settings.REDIS_URL:
-        import redis
-
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        client = redis.Redis.from_url(
+            settings.REDIS_URL,
+            socket_timeout=BROKER_TIMEOUT_SECONDS,
+            socket_connect_timeout=BROKER_TIMEOUT_SECONDS,
+        )
         try:
             client.ping()
         finally:
@@ -54,11 +68,14 @@ def check_channel_layer() -> None:
     async_to_sync(_round_trip_channel_layer)()
 
 
-CHECKS: dict[str, Callable[[], None]] = {
-    "database": check_database,
-    "broker": check_broker,
-    "channel_layer": check_channel_layer,
-}
+def readiness_checks() -> dict[str, Callable[[], None]]:
+    redis_checks = {"redis": check_redis} if settings.REDIS_URL else {}
+    return {
+        "database": check_database,
+        **redis_checks,
+        "broker": check_broker,
+        "channel_layer": check_channel_layer,
+    }
 
 
 @never_cache
@@ -71,7 +88,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     results: dict[str, dict[str, object]] = {}
-    for name, check in CHECKS.items():
+    for name, check in readiness_checks().items():
         started = time.perf_counter()
         try:
             check()

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.conf import settings
+from django.core.cache.backends.redis import RedisCache
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from agents.models import Agent
-from core.cache import SharedRedisCache
 from tenants.models import ApiKey, Membership, Role, Tenant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,13 +27,14 @@ def test_healthz_is_ok(client: object) -> None:
 
 
 @pytest.mark.django_db
-def test_readyz_checks_database_broker_and_channel_layer(client: object) -> None:
+def test_readyz_checks_database_redis_broker_and_channel_layer(client: object) -> None:
     response = client.get("/readyz")  # type: ignore[attr-defined]
 
     body = response.json()
     assert response.status_code == 200
     assert body["status"] == "ok"
-    assert sorted(body["checks"]) == ["broker", "channel_layer", "database"]
+    redis_checks = ["redis"] if settings.REDIS_URL else []
+    assert list(body["checks"]) == ["database", *redis_checks, "broker", "channel_layer"]
     assert all(check["ok"] for check in body["checks"].values())
 
 
@@ -130,12 +132,16 @@ def test_seed_demo_is_idempotent() -> None:
     assert "demo@agentry.local" in output.getvalue()
 
 
-def test_redis_cache_objects_share_one_client_per_process() -> None:
-    """Django builds a cache object per ASGI request; the client and its pool must not follow."""
-    first = SharedRedisCache("redis://127.0.0.1:6379/9", {})
-    second = SharedRedisCache("redis://127.0.0.1:6379/9", {})
-    other_database = SharedRedisCache("redis://127.0.0.1:6379/10", {})
+def test_redis_cache_objects_share_one_connection_pool_per_process() -> None:
+    """Django builds a cache object per ASGI request; the connection pool must not follow."""
+    options = {"OPTIONS": {"pool_class": "core.cache.SharedConnectionPool", "socket_timeout": 2.0}}
+    first = RedisCache("redis://127.0.0.1:6379/9", options)
+    second = RedisCache("redis://127.0.0.1:6379/9", options)
+    other_database = RedisCache("redis://127.0.0.1:6379/10", options)
 
-    assert first is not second
-    assert first._cache is second._cache
-    assert other_database._cache is not first._cache
+    def pool_of(cache: RedisCache) -> object:
+        return cache._cache.get_client(write=True).connection_pool
+
+    assert first._cache is not second._cache
+    assert pool_of(first) is pool_of(second)
+    assert pool_of(other_database) is not pool_of(first)

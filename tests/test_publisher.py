@@ -1,4 +1,5 @@
-"""The worker's event publisher: announcements that queued up behind a send go out together."""
+"""The event publisher: announcements go out in order through the channel layer's ``group_send``,
+those that queued up behind a send together, and a layer that fails never fails their writer."""
 
 import asyncio
 import threading
@@ -10,7 +11,6 @@ import redis
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from core import redis_replies
 from sessions import publisher
 from sessions.publisher import _take_waiting
 
@@ -103,10 +103,13 @@ def test_wait_until_sent_with_nothing_published_returns_at_once() -> None:
     assert time.monotonic() - started < 0.5
 
 
-@pytest.mark.skipif(not settings.REDIS_URL, reason="pub/sub needs REDIS_URL")
-def test_a_channels_redis_subscriber_receives_what_the_direct_publisher_sends() -> None:
-    """The direct path writes the pub/sub layer's own wire format, on the layer's group channel."""
-    assert publisher.direct_publisher() is not None
+needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="pub/sub needs REDIS_URL")
+
+
+@needs_redis
+def test_a_channels_redis_subscriber_receives_what_publish_sends() -> None:
+    """The message a stream listener reads (``sessions.streams``): the session's group, one
+    ``session.events`` message holding the events in order."""
     envelopes = [
         {"seq": 4, "type": "run.status", "data": {"to": "executing"}},
         {"seq": 5, "type": "run.started"},
@@ -115,17 +118,14 @@ def test_a_channels_redis_subscriber_receives_what_the_direct_publisher_sends() 
     async def subscribe_publish_receive() -> dict[str, Any]:
         layer = get_channel_layer()
         channel = await layer.new_channel()
-        await layer.group_add("session.direct-test", channel)
+        await layer.group_add("session.publish-test", channel)
         try:
-            await asyncio.to_thread(publisher.publish, "session.direct-test", envelopes)
+            await asyncio.to_thread(publisher.publish, "session.publish-test", envelopes)
             return await asyncio.wait_for(layer.receive(channel), timeout=5)
         finally:
-            await layer.group_discard("session.direct-test", channel)
+            await layer.group_discard("session.publish-test", channel)
 
     assert asyncio.run(subscribe_publish_receive()) == {"type": "session.events", "events": envelopes}
-
-
-needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="needs REDIS_URL")
 
 
 @needs_redis
@@ -154,71 +154,77 @@ def test_a_publish_returns_without_waiting_for_redis_and_still_arrives() -> None
     assert received == {"type": "session.events", "events": envelopes}
 
 
-@needs_redis
-def test_replies_that_arrived_are_read_before_the_next_publish() -> None:
-    connection = publisher.PublishConnection(settings.REDIS_URL)
-    for number in range(50):
-        connection.publish("agentry-test-replies", str(number).encode())
-    assert connection.unread_replies >= 1
-    time.sleep(0.1)  # Redis has answered all fifty by now
+class FailingLayer:
+    """A channel layer whose sends fail as channels-redis's do when Redis refuses connections."""
 
-    connection.publish("agentry-test-replies", b"last")
-
-    assert connection.unread_replies == 1
-    connection.read_replies()
-    assert connection.unread_replies == 0
-
-
-@needs_redis
-def test_a_forked_child_publishes_on_a_connection_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    connection = publisher.PublishConnection(settings.REDIS_URL)
-    connection.publish("agentry-test-fork", b"parent")
-    parents = connection._connection
-    monkeypatch.setattr(redis_replies.os, "getpid", lambda: -1)
-
-    connection.publish("agentry-test-fork", b"child")
-
-    assert connection._connection is not parents
-    assert parents._sock is not None  # the parent's socket was left open for the parent
-    assert connection.unread_replies == 1
-
-
-def test_a_publish_to_an_unreachable_redis_raises_for_the_publisher_to_pause() -> None:
-    connection = publisher.PublishConnection("redis://127.0.0.1:1/0")
-
-    with pytest.raises(redis.ConnectionError):
-        connection.publish("agentry-test-unreachable", b"lost")
-    assert connection.unread_replies == 0
-
-
-class UnreachableRedis:
     def __init__(self) -> None:
-        self.attempts = 0
+        self.attempts: list[list[int]] = []
 
-    def publish(self, channel: str, message: bytes) -> int:
-        self.attempts += 1
-        raise redis.ConnectionError("Connection refused")
-
-
-class Serializing:
-    def serialize(self, message: dict[str, Any]) -> bytes:
-        return repr(message).encode()
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        self.attempts.append([event["seq"] for event in message["events"]])
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
 
 
-def test_a_direct_publisher_that_cannot_reach_redis_pauses_instead_of_failing_the_emitter(
-    monkeypatch: pytest.MonkeyPatch,
+def test_a_layer_that_fails_pauses_announcements_instead_of_failing_the_emitter(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = UnreachableRedis()
-    direct = publisher.DirectPublisher(Serializing(), client, prefix="asgi")  # type: ignore[arg-type]
+    layer = FailingLayer()
+    monkeypatch.setattr(publisher, "get_channel_layer", lambda: layer)
     now = [1000.0]
-    monkeypatch.setattr(publisher.time, "monotonic", lambda: now[0])
+    sender = publisher._Publisher(clock=lambda: now[0])
 
-    direct.publish("session.a", [{"seq": 1}])  # fails: logged, not raised
+    sender.publish("session.a", [{"seq": 1}])  # fails: logged, not raised
+    assert sender.wait_until_sent(timeout=5) is True
     now[0] += publisher.PAUSE_AFTER_FAILURE_SECONDS - 0.1
-    direct.publish("session.a", [{"seq": 2}])  # paused: not attempted
-    paused_attempts = client.attempts
+    sender.publish("session.a", [{"seq": 2}])  # paused: skipped
     now[0] += 0.2
-    direct.publish("session.a", [{"seq": 3}])  # the pause is over
+    sender.publish("session.a", [{"seq": 3}])  # the pause is over: tried, fails again
+    assert sender.wait_until_sent(timeout=5) is True
 
-    assert (paused_attempts, client.attempts) == (1, 2)
-    assert direct.group_channel("session.a") == "asgi__group__session.a"
+    assert layer.attempts == [[1], [3]]
+    warnings = [record for record in caplog.records if record.name == "sessions.publisher"]
+    assert [record.levelname for record in warnings] == ["WARNING"]  # once per outage
+    assert "ConnectionError" in warnings[0].getMessage()
+
+
+def test_announcements_queued_before_a_failure_are_skipped_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What queued up behind the failing send is not tried against the same outage, one by one."""
+    release = threading.Event()
+    sent: list[str] = []
+
+    class FailsAfterRelease:
+        async def group_send(self, group: str, message: dict[str, Any]) -> None:
+            while not release.is_set():
+                await asyncio.sleep(0.005)
+            sent.append(group)
+            raise redis.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(publisher, "get_channel_layer", FailsAfterRelease)
+    sender = publisher._Publisher()
+    sender.publish("session.a", [{"seq": 1}])
+    assert sender.wait_until_sent(timeout=0.05) is False  # the first send is under way
+    sender.publish("session.b", [{"seq": 7}])
+    sender.publish("session.c", [{"seq": 9}])
+
+    release.set()
+
+    assert sender.wait_until_sent(timeout=5) is True
+    assert sent == ["session.a"]
+
+
+def test_publishing_to_an_unreachable_redis_neither_raises_nor_holds_up_the_emitter(settings: Any) -> None:
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]},
+        }
+    }
+    sender = publisher._Publisher()
+
+    started = time.monotonic()
+    sender.publish("session.unreachable", [{"seq": 1}])
+    published_seconds = time.monotonic() - started
+
+    assert sender.wait_until_sent(timeout=publisher.SEND_TIMEOUT_SECONDS + 1) is True
+    assert published_seconds < 0.25
+    assert sender._is_paused() is True

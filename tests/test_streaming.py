@@ -416,7 +416,8 @@ def test_socket_approve_decides_a_pending_tool_call(stack: LiveStack, world: Wor
         ws.send(json.dumps(command))
         early: list[dict[str, Any]] = []
         reply = receive_reply(ws, early)
-        [resolved] = receive_events_after(ws, early, 1)
+        # The run resumes after the decision: its run.status can arrive before the reply too.
+        resolved = receive_events_after(ws, early, 1)[0]
 
     approval.refresh_from_db()
     assert reply == {

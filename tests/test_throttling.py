@@ -1,22 +1,18 @@
 """The API's general rate limit (``core.api.throttling``): per actor, sliding window, one round trip."""
 
-import time
-import uuid
 from typing import Any
 
 import pytest
-import redis
 from django.conf import settings
 from django.core.cache import caches
+from redis.client import Pipeline, Redis
 from rest_framework.test import APIClient
 
 from core.api.throttling import ActorRateThrottle, seconds_until_allowed, token_ident
-from core.cache import SharedRedisCache
-from tenants import authentication
 from tests.conftest import Cast
 from tests.factories import make_api_key
 
-needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="counts overlap the key's lookup with Redis")
+needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="the Redis cache counts in one pipeline")
 
 WINDOW_START = 1_800_000_000.0  # a multiple of 60: a minute window starts here
 
@@ -89,51 +85,37 @@ def test_a_wrong_secret_does_not_spend_the_allowance_of_the_key_it_names(
     assert [owner.get("/api/v1/sessions/").status_code for _ in range(4)] == [200, 200, 200, 429]
 
 
-@needs_redis
 @pytest.mark.django_db
-def test_a_keys_count_is_in_redis_before_its_key_is_found(
-    cast: Cast, three_a_minute: list[float], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_keys_requests_are_counted_under_its_tokens_digest(cast: Cast, three_a_minute: list[float]) -> None:
     token = make_api_key(tenant=cast.tenant_a, user=cast.bob)
     window = int(three_a_minute[0] // 60)
-    counter = f"throttle_actor_{token_ident(token)}:{window}"
-    seen_during_lookup: list[Any] = []
-    look_up = authentication._api_key_with_prefix
-
-    def slow_lookup(prefix: str) -> Any:
-        time.sleep(0.05)  # the count went out before this lookup: Redis has it by now
-        seen_during_lookup.append(caches["default"].get(counter))
-        return look_up(prefix)
-
-    monkeypatch.setattr(authentication, "_api_key_with_prefix", slow_lookup)
     client = _client_with(token)
 
     assert [client.get("/api/v1/sessions/").status_code for _ in range(4)] == [200, 200, 200, 429]
-    assert seen_during_lookup == [1, 2, 3, 4]
-
-
-@needs_redis
-def test_an_answer_never_read_is_dropped_before_the_threads_next_count() -> None:
-    cache = caches["default"]
-    assert isinstance(cache, SharedRedisCache)
-    prefix = f"agentry-test-{uuid.uuid4()}"
-    cache.set(f"{prefix}-previous", 41)
-    cache.start_increment_and_read(f"{prefix}-abandoned", f"{prefix}-none", ttl=60)  # its request failed
-
-    counts = cache.start_increment_and_read(f"{prefix}-current", f"{prefix}-previous", ttl=60).result()
-
-    assert counts == (1, 41)
+    assert caches["default"].get(f"throttle_actor_{token_ident(token)}:{window}") == 4
 
 
 @needs_redis
 @pytest.mark.django_db
-def test_a_count_that_cannot_start_early_is_made_by_the_throttle(
+def test_a_request_is_counted_in_one_redis_pipeline(
     cast: Cast, three_a_minute: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def unreachable(*args: Any, **kwargs: Any) -> Any:
-        raise redis.ConnectionError("Connection refused")
+    """INCRBY and EXPIRE this window's counter, GET the previous one's: one round trip, no other command."""
+    commands: list[Any] = []
+    execute_pipeline = Pipeline.execute
+    execute_command = Redis.execute_command
 
-    monkeypatch.setattr(SharedRedisCache, "start_increment_and_read", unreachable)
+    def recording_pipeline(self: Pipeline, *args: Any, **kwargs: Any) -> Any:
+        commands.append([arguments[0] for arguments, _options in self.command_stack])
+        return execute_pipeline(self, *args, **kwargs)
+
+    def recording_command(self: Redis, *args: Any, **options: Any) -> Any:
+        commands.append(args[0])
+        return execute_command(self, *args, **options)
+
+    monkeypatch.setattr(Pipeline, "execute", recording_pipeline)
+    monkeypatch.setattr(Redis, "execute_command", recording_command)
     client = _client_with(make_api_key(tenant=cast.tenant_a, user=cast.bob))
 
-    assert [client.get("/api/v1/sessions/").status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert client.get("/api/v1/sessions/").status_code == 200
+    assert commands == [["INCRBY", "EXPIRE", "GET"]]

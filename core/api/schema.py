@@ -1,4 +1,4 @@
-"""OpenAPI additions: the shared error body and the 4xx answers every endpoint can give."""
+"""OpenAPI additions: the shared error body and the 4xx (and 503) answers every endpoint can give."""
 
 from typing import Any
 
@@ -27,6 +27,7 @@ COMMON_ERRORS = {
     "403": "Your role does not allow this action.",
     "404": "Not found (also for another tenant's objects).",
     "429": "Too many requests; see Retry-After.",
+    "503": "A service the request needs (Redis) is unreachable; try again shortly.",
 }
 
 

@@ -8,39 +8,24 @@ weighted by how much of it still overlaps the sliding window (the usual sliding-
 counter). A request counts as soon as it arrives, refused or not: a client that keeps
 hammering stays limited.
 
-An API key's requests are counted under its token's digest, which is known before the key is
-looked up: the count goes to Redis while the database finds the key (``start_token_count``),
-so the limit costs the request no round trip of its own. The digest, unlike the key's public
-prefix, cannot be spent by someone who has seen only the prefix.
+An API key's requests are counted under its token's digest (``token_ident``), which, unlike
+the key's public prefix, cannot be spent by someone who has seen only the prefix.
 """
 
 import hashlib
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
-from redis.exceptions import RedisError
+from django.core.cache.backends.redis import RedisCache
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
-
-from core.cache import PendingCounts, SharedRedisCache
-
-# Where a request keeps the count its authentication started (``start_token_count``).
-STARTED_COUNT_ATTRIBUTE = "_started_actor_count"
 
 
 def token_ident(token: str) -> str:
     """The rate limit's bucket for a bearer token (an API key's requests)."""
     return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
-
-
-@dataclass
-class StartedCount:
-    key: str
-    now: float
-    pending: PendingCounts
 
 
 class ActorRateThrottle(SimpleRateThrottle):
@@ -66,23 +51,15 @@ class ActorRateThrottle(SimpleRateThrottle):
         if self.rate is None or self.num_requests is None or self.duration is None:
             return True
         key = self.get_cache_key(request, view)
-        if key is None:
-            return True
-        started: StartedCount | None = getattr(request, STARTED_COUNT_ATTRIBUTE, None)
-        if started is not None and started.key == key:
-            now = started.now
-            current, previous = started.pending.result()
-        else:
-            now = self.timer()
-            window = int(now // self.duration)
-            current, previous = count_in_windows(
-                caches["default"], f"{key}:{window}", f"{key}:{window - 1}", ttl=2 * self.duration
-            )
-        elapsed = now % self.duration
+        now = self.timer()
+        window = int(now // self.duration)
+        current, previous = count_in_windows(
+            caches["default"], f"{key}:{window}", f"{key}:{window - 1}", ttl=2 * self.duration
+        )
         self._wait_seconds = seconds_until_allowed(
             current=current,
             previous=previous,
-            elapsed_fraction=elapsed / self.duration,
+            elapsed_fraction=(now % self.duration) / self.duration,
             limit=self.num_requests,
             window_seconds=self.duration,
         )
@@ -91,40 +68,11 @@ class ActorRateThrottle(SimpleRateThrottle):
     def wait(self) -> float | None:
         return self._wait_seconds or None
 
-    def start_count(self, request: Request, ident: str) -> None:
-        """Send this request's count for ``ident`` now, for ``allow_request`` to read (Redis only)."""
-        cache = caches["default"]
-        if self.rate is None or self.duration is None:
-            return
-        if not isinstance(cache, SharedRedisCache) or not cache.has_one_server:
-            return  # the other caches answer in-process or from disk: nothing to overlap
-        key = self.cache_format % {"scope": self.scope, "ident": ident}
-        now = self.timer()
-        window = int(now // self.duration)
-        try:
-            pending = cache.start_increment_and_read(
-                f"{key}:{window}", f"{key}:{window - 1}", ttl=2 * self.duration
-            )
-        except (RedisError, OSError):
-            return  # allow_request counts as it always could, and reports what fails then
-        setattr(request, STARTED_COUNT_ATTRIBUTE, StartedCount(key=key, now=now, pending=pending))
-
-
-def start_token_count(request: Request, token: str) -> str:
-    """Start counting a bearer token's request before its key is looked up; returns its ident.
-
-    The throttle reads the count after authentication, as it would have made it; a request
-    refused before that (an unknown key) leaves its count unread, in a bucket no key uses.
-    """
-    ident = token_ident(token)
-    ActorRateThrottle().start_count(request, ident)
-    return ident
-
 
 def count_in_windows(cache: BaseCache, current_key: str, previous_key: str, *, ttl: int) -> tuple[int, int]:
     """Count one request in the current window; return (current count, previous window's count)."""
-    if isinstance(cache, SharedRedisCache) and cache.has_one_server:
-        return cache.increment_and_read(current_key, previous_key, ttl=ttl)
+    if isinstance(cache, RedisCache):
+        return _count_in_redis(cache, current_key, previous_key, ttl=ttl)
     cache.add(current_key, 0, ttl)
     try:
         current = cache.incr(current_key)
@@ -132,6 +80,24 @@ def count_in_windows(cache: BaseCache, current_key: str, previous_key: str, *, t
         cache.set(current_key, 1, ttl)
         current = 1
     return current, int(cache.get(previous_key, 0))
+
+
+def _count_in_redis(cache: RedisCache, current_key: str, previous_key: str, *, ttl: int) -> tuple[int, int]:
+    """``count_in_windows`` in one pipeline (``INCRBY``, ``EXPIRE``, ``GET``) on the cache's own client.
+
+    Django's cache API would take four round trips (``add``, then ``incr``'s ``EXISTS`` and
+    ``INCR``, then ``get``). The keys are the cache's own, so ``cache.get`` reads the counters.
+    """
+    counter = cache.make_and_validate_key(current_key)
+    other = cache.make_and_validate_key(previous_key)
+    # The server Django's cache writes to; the previous window's counter was written there too.
+    client = cache._cache.get_client(counter, write=True)
+    with client.pipeline(transaction=False) as pipeline:
+        pipeline.incr(counter)
+        pipeline.expire(counter, ttl)
+        pipeline.get(other)
+        current, _, previous = pipeline.execute()
+    return int(current), int(previous or 0)
 
 
 def seconds_until_allowed(
