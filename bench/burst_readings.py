@@ -227,7 +227,11 @@ def check_burst(
     checks = {
         "posts_failed": sum(1 for member in members if member.post_error),
         "runs_lost": sum(1 for m in members if m.run_id and _hex(m.session_id) not in runs_by_session),
-        "runs_duplicated": sum(len(found) - 1 for found in runs_by_session.values() if len(found) > 1),
+        # Runs beyond the one an accepted post made (a failed post should have made none).
+        "runs_duplicated": sum(
+            max(0, len(runs_by_session.get(_hex(m.session_id), [])) - (0 if m.post_error else 1))
+            for m in members
+        ),
         "runs_stuck": sum(1 for run in runs if run[2] not in TERMINAL_RUN_STATUSES),
         "runs_failed": sum(
             1

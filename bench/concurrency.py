@@ -104,7 +104,9 @@ class BurstResult:
     scenario: Scenario
     size: int
     timeout_seconds: float
+    # None when the burst timed out before every accepted run ended.
     makespan_seconds: float | None
+    runs_accepted: int
     post_to_completed_seconds: list[float]
     post_seconds: list[float]
     peak_running: int
@@ -124,9 +126,10 @@ class BurstResult:
             "n": self.size,
             "makespan_seconds": None if self.makespan_seconds is None else round(self.makespan_seconds, 3),
             "timeout_seconds": self.timeout_seconds,
+            "runs_accepted": self.runs_accepted,
             "runs_observed_done": len(done),
-            "post_to_completed_p50_seconds": _censored_percentile(done, self.size, 0.5),
-            "post_to_completed_p95_seconds": _censored_percentile(done, self.size, 0.95),
+            "post_to_completed_p50_seconds": _censored_percentile(done, self.runs_accepted, 0.5),
+            "post_to_completed_p95_seconds": _censored_percentile(done, self.runs_accepted, 0.95),
             "peak_runs_at_once": self.peak_running,
             "post_p50_ms": round(percentile(self.post_seconds, 0.5) * 1000, 1),
             "post_p95_ms": round(percentile(self.post_seconds, 0.95) * 1000, 1),
@@ -399,7 +402,8 @@ class Burst:
     def _result(
         self, members: list[Member], observed: Observed, checks: dict[str, Any], peak_running: int
     ) -> BurstResult:
-        done = [member for member in members if member.terminal_at is not None and not member.post_error]
+        accepted = [member for member in members if not member.post_error]
+        done = [member for member in accepted if member.terminal_at is not None]
         last_end = max((member.terminal_at or 0.0 for member in done), default=observed.ended)
         server, workers = observed.server_memory, observed.workers_memory
         before, after = observed.cpu_before, observed.cpu_after
@@ -408,7 +412,8 @@ class Burst:
             scenario=self.plan.scenario,
             size=self.plan.size,
             timeout_seconds=self.plan.timeout,
-            makespan_seconds=last_end - observed.started if len(done) == len(members) else None,
+            makespan_seconds=last_end - observed.started if len(done) == len(accepted) else None,
+            runs_accepted=len(accepted),
             post_to_completed_seconds=[(member.terminal_at or 0.0) - member.post_started for member in done],
             post_seconds=[member.post_seconds for member in members if member.post_seconds is not None],
             peak_running=peak_running,
