@@ -2,8 +2,8 @@
 
 A ``BenchStack`` creates a fresh database (an SQLite file in a temporary directory, or a dedicated
 PostgreSQL database it creates and drops), migrates it, creates a tenant and an API key with
-``manage.py create_tenant``, and starts uvicorn and ``manage.py qcluster`` as subprocesses
-configured like production (DEBUG off, secrets set). Everything it started is stopped, and
+``manage.py create_tenant``, and starts uvicorn and ``manage.py qcluster`` (or ``manage.py worker``) as
+subprocesses configured like production (DEBUG off, secrets set). Everything it started is stopped, and
 everything it created is removed, when the ``with`` block ends, including on Ctrl-C or errors.
 """
 
@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -151,6 +152,39 @@ def cpu_seconds(pid: int) -> float:
 
 def tree_cpu_seconds(pid: int) -> float:
     return sum(cpu_seconds(member) for member in process_tree(pid))
+
+
+def cpu_seconds_with_exited_children(pid: int) -> float:
+    """User + system CPU time of the process and of its children that have exited and been reaped."""
+    fields = _stat_fields(pid)
+    return sum(int(value) for value in fields[11:15]) / CLOCK_TICKS if fields else 0.0
+
+
+def tree_cpu_seconds_with_exited(pid: int) -> float:
+    """CPU time of a process tree, counting members that exited (a recycled worker) once reaped:
+    a difference of two readings then holds their work too."""
+    return sum(cpu_seconds_with_exited_children(member) for member in process_tree(pid))
+
+
+def _command_name(pid: int | str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def postgres_cpu_seconds() -> float | None:
+    """CPU time of every PostgreSQL server on this machine (all databases, all clients), with the
+    backends that have exited (counted in their postmaster); None when none runs here."""
+    parents = _parent_pids()
+    postmasters = [
+        pid
+        for pid, parent in parents.items()
+        if _command_name(pid) == "postgres" and _command_name(parent) != "postgres"
+    ]
+    if not postmasters:
+        return None
+    return sum(tree_cpu_seconds_with_exited(pid) for pid in postmasters)
 
 
 def machine_busy_seconds() -> tuple[float, float]:
@@ -372,18 +406,29 @@ class StackOptions:
     model_base_url: str = ""
     extra_environment: dict[str, str] = field(default_factory=dict)
     keep_directory: bool = False
+    # The worker process: bare ``qcluster``, or ``worker`` (the cluster plus the run sweeper, as
+    # docs/configuration.md runs production).
+    worker_command: Literal["qcluster", "worker"] = "qcluster"
+    # Tenant.settings on top of BENCH_TENANT_LIMITS.
+    tenant_limits: dict[str, int] = field(default_factory=dict)
 
 
-RAISE_LIMITS_SCRIPT = f"""
+def raise_limits_script(limits: dict[str, int]) -> str:
+    """``manage.py shell -c`` code that sets these limits in the bench tenant's settings."""
+    return f"""
 from tenants.models import Tenant
 tenant = Tenant.objects.get(slug="bench")
-tenant.settings = {{**(tenant.settings or {{}}), **{BENCH_TENANT_LIMITS!r}}}
+tenant.settings = {{**(tenant.settings or {{}}), **{limits!r}}}
 tenant.save(update_fields=["settings"])
 """
 
 
+RAISE_LIMITS_SCRIPT = raise_limits_script(BENCH_TENANT_LIMITS)
+
+
 class BenchStack:
-    """Database, tenant, API key, uvicorn and a django-q2 cluster, torn down on exit."""
+    """Database, tenant, API key, uvicorn and a django-q2 cluster (bare or in ``manage.py worker``),
+    torn down on exit."""
 
     def __init__(self, options: StackOptions) -> None:
         self.options = options
@@ -464,7 +509,8 @@ class BenchStack:
         self.api_key = output.strip().splitlines()[-1].strip()
         if not self.api_key.startswith("agt_"):
             raise BenchError(f"create_tenant printed no API key:\n{output}")
-        self._manage(environment, "shell", "-c", RAISE_LIMITS_SCRIPT)
+        limits = {**BENCH_TENANT_LIMITS, **self.options.tenant_limits}
+        self._manage(environment, "shell", "-c", raise_limits_script(limits))
         self.server = ManagedProcess(
             "uvicorn",
             [
@@ -486,8 +532,9 @@ class BenchStack:
             {"DATABASE_POOL": "true", **environment},
             self.directory / "server.log",
         ).start()
+        command = self.options.worker_command
         self.workers = ManagedProcess(
-            "qcluster", [PYTHON, "manage.py", "qcluster"], environment, self.directory / "qcluster.log"
+            command, [PYTHON, "manage.py", command], environment, self.directory / f"{command}.log"
         ).start()
         self._wait_for_server()
 
@@ -523,16 +570,26 @@ class BenchStack:
                 raise BenchError(f"{process.name} exited\n{self.logs()}")
 
     def memory(self) -> tuple[MemorySample, MemorySample]:
-        """(server, workers): the uvicorn process tree and the qcluster process tree."""
+        """(server, workers): the uvicorn process tree and the worker (qcluster) process tree."""
         if self.server is None or self.workers is None:
             raise BenchError("the stack is not started")
         return tree_memory(self.server.pid), tree_memory(self.workers.pid)
 
     def cpu_seconds(self) -> tuple[float, float]:
-        """(server, workers): CPU time used so far by the uvicorn and qcluster process trees."""
+        """(server, workers): CPU time used so far by the uvicorn and worker (qcluster) process trees."""
         if self.server is None or self.workers is None:
             raise BenchError("the stack is not started")
         return tree_cpu_seconds(self.server.pid), tree_cpu_seconds(self.workers.pid)
+
+    def count_in_logs(self, text: str) -> dict[str, int]:
+        """How often ``text`` occurs in each process's log, by log file name."""
+        return {
+            process.log_path.name: (
+                process.log_path.read_text(errors="replace").count(text) if process.log_path.exists() else 0
+            )
+            for process in (self.server, self.workers)
+            if process is not None
+        }
 
     def logs(self) -> str:
         parts = [

@@ -67,6 +67,8 @@ class Turn:
     ``stop_reason`` takes our neutral names (``end_turn``, ``tool_use``, ``max_tokens``) or a raw
     provider value. Retryable errors carry ``retry-after: 0`` and ``retry-after-ms: retry_after_ms``
     (the SDKs only skip their ~0.5 s backoff for a positive delay).
+    ``response_delay`` holds the answer back this many seconds before its first byte (status line
+    included), as a real model's time to first token, for streamed and whole answers alike.
     """
 
     text: str = ""
@@ -80,6 +82,7 @@ class Turn:
     retry_after_ms: int | None = 1
     chunk_delay: float = 0.0
     chunk_size: int = 8
+    response_delay: float = 0.0
 
     @property
     def is_error(self) -> bool:
@@ -398,6 +401,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         fake._record(recorded)
         turn = fake._next_turn(raw_body, body)
+        if turn is not None and turn.response_delay and self._client_left_before(turn.response_delay):
+            self.close_connection = True
+            if body.get("stream") and not fake._is_stopping.is_set():
+                fake._count_closed_stream()
+            return
         if turn is None:
             self._send_no_scripted_turn(api)
         elif turn.is_error:
@@ -471,6 +479,23 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
         return True
 
+    def _client_left_before(self, seconds: float) -> bool:
+        """Wait the whole ``seconds`` (bytes the client sends meanwhile do not cut it short); True as
+        soon as the client closes its end (or the server stops)."""
+        deadline = time.monotonic() + seconds
+        while (remaining := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], remaining)
+            if self.server.fake._is_stopping.is_set():
+                return True
+            if readable:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return True
+                except OSError:
+                    return True
+                time.sleep(max(0.0, deadline - time.monotonic()))
+        return False
+
     def _client_left_within(self, seconds: float) -> bool:
         """Wait ``seconds``, returning early with True if the client closes its end (or the server stops)."""
         readable, _, _ = select.select([self.connection], [], [], seconds)
@@ -486,6 +511,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # Hundreds of runs may call the model at the same moment (bench/concurrency.py); socketserver's
+    # backlog of 5 would drop their connection attempts, and each retry costs the client a second.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], fake: FakeModelServer) -> None:
         self.fake = fake

@@ -6,6 +6,7 @@ import http.client
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,37 @@ def test_completed_streams_are_not_counted_as_closed(server: FakeModelServer) ->
         sse_events(post(connection, "/v1/messages", {**user_says("hi"), "stream": True}))
 
     assert server.closed_streams == 0
+
+
+@pytest.mark.parametrize("is_stream", [False, True])
+def test_response_delay_holds_back_the_first_byte(server: FakeModelServer, is_stream: bool) -> None:
+    server.script(Turn(text="late", response_delay=0.3))
+
+    started = time.monotonic()
+    response = post(connect(server), "/v1/messages", {**user_says("hi"), "stream": is_stream})
+    waited = time.monotonic() - started
+    body = response.read()
+
+    assert 0.3 <= waited < 1.5
+    assert (response.status, b"late" in body) == (200, True)
+
+
+def test_a_client_leaving_during_the_response_delay_counts_as_a_closed_stream(
+    server: FakeModelServer,
+) -> None:
+    server.script(Turn(text="too late", response_delay=5.0))
+    connection = connect(server)
+    connection.request(
+        "POST",
+        "/v1/messages",
+        body=json.dumps({**user_says("hi"), "stream": True}),
+        headers={"content-type": "application/json"},
+    )
+    server.wait_for_requests(1, timeout=1.0)
+
+    connection.close()
+
+    assert server.wait_for_closed_streams(1, timeout=2.0) == 1
 
 
 def test_both_sdks_accept_non_streaming_answers(server: FakeModelServer) -> None:
