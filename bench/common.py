@@ -2,7 +2,7 @@
 
 A ``BenchStack`` creates a fresh database (an SQLite file in a temporary directory, or a dedicated
 PostgreSQL database it creates and drops), migrates it, creates a tenant and an API key with
-``manage.py create_tenant``, and starts uvicorn and ``manage.py qcluster`` (or ``manage.py worker``) as
+``manage.py create_tenant``, and starts uvicorn and ``manage.py worker`` (or bare ``manage.py qcluster``) as
 subprocesses configured like production (DEBUG off, secrets set). Everything it started is stopped, and
 everything it created is removed, when the ``with`` block ends, including on Ctrl-C or errors.
 """
@@ -406,9 +406,9 @@ class StackOptions:
     model_base_url: str = ""
     extra_environment: dict[str, str] = field(default_factory=dict)
     keep_directory: bool = False
-    # The worker process: bare ``qcluster``, or ``worker`` (the cluster plus the run sweeper, as
-    # docs/configuration.md runs production).
-    worker_command: Literal["qcluster", "worker"] = "qcluster"
+    # The worker process: ``worker`` as docs/configuration.md runs production (since the run
+    # engine v2 it is what executes runs), or bare ``qcluster`` (enough for checkouts before it).
+    worker_command: Literal["qcluster", "worker"] = "worker"
     # Tenant.settings on top of BENCH_TENANT_LIMITS.
     tenant_limits: dict[str, int] = field(default_factory=dict)
 
