@@ -581,6 +581,26 @@ class BenchStack:
             raise BenchError("the stack is not started")
         return tree_cpu_seconds(self.server.pid), tree_cpu_seconds(self.workers.pid)
 
+    def wait_until_idle(
+        self, *, busy_fraction: float = 0.05, quiet_seconds: float = 1.0, timeout: float = 60.0
+    ) -> float:
+        """Wait until the server and worker trees use under ``busy_fraction`` of a core for
+        ``quiet_seconds`` (the worker's django-q2 cluster starts its processes after the run host
+        is ready): a burst then measures the runs, not start-up. Returns the seconds waited."""
+        started = time.monotonic()
+        step = 0.25
+        quiet_since = time.monotonic()
+        before = sum(self.cpu_seconds())
+        while time.monotonic() - started < timeout:
+            time.sleep(step)
+            now = sum(self.cpu_seconds())
+            if now - before > busy_fraction * step:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= quiet_seconds:
+                return time.monotonic() - started
+            before = now
+        raise BenchError(f"the stack did not become idle within {timeout:g} s\n{self.logs()}")
+
     def count_in_logs(self, text: str) -> dict[str, int]:
         """How often ``text`` occurs in each process's log, by log file name."""
         return {

@@ -360,6 +360,7 @@ class Burst:
 
         await asyncio.gather(*(watch(member) for member in members))
         await asyncio.sleep(self.plan.settle_seconds)
+        await asyncio.to_thread(self.stack.wait_until_idle)
         return members
 
     async def _release(self, members: list[Member], reader: DatabaseReader) -> Observed:
