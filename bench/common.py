@@ -582,11 +582,13 @@ class BenchStack:
         return tree_cpu_seconds(self.server.pid), tree_cpu_seconds(self.workers.pid)
 
     def wait_until_idle(
-        self, *, busy_fraction: float = 0.05, quiet_seconds: float = 1.0, timeout: float = 60.0
+        self, *, busy_fraction: float = 0.25, quiet_seconds: float = 1.0, timeout: float = 60.0
     ) -> float:
         """Wait until the server and worker trees use under ``busy_fraction`` of a core for
         ``quiet_seconds`` (the worker's django-q2 cluster starts its processes after the run host
-        is ready): a burst then measures the runs, not start-up. Returns the seconds waited."""
+        is ready): a burst then measures the runs, not start-up. Embedded, the ORM broker's
+        pollers keep an idle stack at a few percent, so the bar is a quarter of a core, far below
+        a process starting up. Returns the seconds waited."""
         started = time.monotonic()
         step = 0.25
         quiet_since = time.monotonic()

@@ -350,6 +350,8 @@ class Burst:
             )
             agent_id = (await self._json(agent, 201))["id"]
             await self._warm_up(client, agent_id)
+            # Before the sockets open: embedded, each open socket polls the store.
+            await asyncio.to_thread(self.stack.wait_until_idle)
             sessions = await self._sessions(client, agent_id, self.plan.size)
         members = [Member(session, self._content(delay=self.plan.model_delay)) for session in sessions]
         gate = asyncio.Semaphore(SETUP_CONCURRENCY)
@@ -360,7 +362,6 @@ class Burst:
 
         await asyncio.gather(*(watch(member) for member in members))
         await asyncio.sleep(self.plan.settle_seconds)
-        await asyncio.to_thread(self.stack.wait_until_idle)
         return members
 
     async def _release(self, members: list[Member], reader: DatabaseReader) -> Observed:

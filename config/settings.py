@@ -109,7 +109,9 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
+            # Opened up front: a pool opens missing connections one at a time, which a burst of
+            # requests would wait for in line.
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 8),
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", 16),
             "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 20.0),
         }
