@@ -473,7 +473,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE",
-        help="an environment variable for the server and worker, e.g. Q_WORKERS=4",
+        help="an environment variable for the server and worker, e.g. RUN_CONCURRENCY=64",
     )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories with the logs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the markdown tables")
@@ -545,8 +545,10 @@ def run_bench(arguments: argparse.Namespace) -> dict[str, Any]:
         "warmup": arguments.warmup,
         "tenant_limits": CONCURRENCY_TENANT_LIMITS,
         "settings": {
-            "Q_WORKERS": environment.get("Q_WORKERS", os.environ.get("Q_WORKERS", "2 (default)")),
-            **{name: value for name, value in environment.items() if name != "Q_WORKERS"},
+            "RUN_CONCURRENCY": environment.get(
+                "RUN_CONCURRENCY", os.environ.get("RUN_CONCURRENCY", "default")
+            ),
+            **{name: value for name, value in environment.items() if name != "RUN_CONCURRENCY"},
         },
         "results": results,
         "failed_bursts": failures,

@@ -93,7 +93,8 @@ def markdown_report(report: dict[str, Any]) -> str:
     results = report["results"]
     lines = [
         f"Concurrency, {report['mode']}: commit {report['commit']}, {report['cpus']} CPUs, one uvicorn"
-        f" and one `manage.py worker` (Q_WORKERS={report['settings']['Q_WORKERS']}), every model call"
+        f" and one `manage.py worker` (RUN_CONCURRENCY={report['settings']['RUN_CONCURRENCY']}),"
+        " every model call"
         f" answered after {report['model_delay_seconds']:g} s, a fresh stack per burst with"
         f" {report['warmup']} warm-up runs, active runs per member raised to"
         f" {report['tenant_limits']['active_runs_per_user']:,} (Tenant.settings),"
