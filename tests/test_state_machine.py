@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import PlanningMode
 from agents.runtime.types import ChatMessage, Usage
-from sessions.events import emit_event, events_batched, flush_batched_events
+from sessions.events import emit_event, events_batched, flush_batched_events, new_event
 from sessions.execution import run_finish
 from sessions.lane import run_claim
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
@@ -601,3 +601,31 @@ def test_a_batch_that_raises_keeps_its_own_error_when_its_events_cannot_be_store
         raise RuntimeError("the block's own error")
 
     assert RunEvent.objects.filter(session_id=missing_session).count() == 0
+
+
+@pytest.mark.django_db
+def test_a_tool_argument_named_like_a_secret_is_stored_masked_in_the_step_and_its_event(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session, status=S.EXECUTING)
+    recorder = DjangoRunRecorder(run, handle=RunHandle(run.pk, "worker-1"), deadline=None)
+    arguments = {"city": "Oslo", "api_key": "sk-live-123"}
+
+    with recorder.batch():
+        step_id = recorder.start_step(
+            kind="tool_call", input={"tool_call_id": "call-1", "name": "weather", "arguments": arguments}
+        )
+        recorder.emit("tool.call", {"tool_call_id": "call-1", "name": "weather", "arguments": arguments})
+
+    assert Step.objects.get(pk=step_id).input == {
+        "tool_call_id": "call-1",
+        "name": "weather",
+        "arguments": {"city": "Oslo", "api_key": "***"},
+    }
+    [call] = [data for _seq, event_type, data in session_events(session) if event_type == "tool.call"]
+    assert call["arguments"] == {"city": "Oslo", "api_key": "***"}
+    assert arguments == {"city": "Oslo", "api_key": "sk-live-123"}  # the loop's copy is untouched
+
+
+def test_an_event_type_outside_the_contract_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"unknown event type 'run\.exploded'"):
+        new_event(session_id=uuid.uuid4(), run_id=None, event_type="run.exploded", data={})
