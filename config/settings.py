@@ -175,8 +175,8 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # --- Tasks (django-q2) ---------------------------------------------------------------
-# A run may take many minutes; `timeout` bounds one task and `retry` must exceed it so
-# the broker never hands the same run to a second worker while the first still works.
+# `timeout` bounds one task of the cluster. `retry` must exceed the longest run: the ORM broker
+# keeps a task it handed out (a run's, on the run queue) from every other worker that long.
 RUN_TASK_TIMEOUT_SECONDS = env_int("RUN_TASK_TIMEOUT_SECONDS", 3600)
 Q_CLUSTER = {
     # Clusters with the same name share one queue; tests use their own name.

@@ -4,7 +4,6 @@ Queued runs live in the database, so nothing is lost when a process restarts; th
 django-q2 task is only the nudge that makes a worker look.
 """
 
-import logging
 from uuid import UUID
 
 from django.db import transaction
@@ -16,8 +15,6 @@ from sessions.models import Message, Run, RunStatus, Session
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition
-
-logger = logging.getLogger(__name__)
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
 from typing import Any
@@ -70,12 +70,10 @@ class RunHandle:
     run_id: UUID
     lease_owner: str
     stop_reason: StopRequestReason | None = None
-    stopped: threading.Event = field(default_factory=threading.Event)
 
     def request_stop(self, reason: StopRequestReason) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
-            self.stopped.set()
 
 
 class ActiveRuns:

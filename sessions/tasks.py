@@ -3,6 +3,7 @@
 ``run_dispatch_next`` lives here too: it and ``execute_run`` refer to each other.
 """
 
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -37,17 +38,20 @@ def run_dispatch_next(*, session_id: UUID) -> UUID | None:
     """Enqueue the task for the session's next run, when its lane is free, and its queued executors."""
     children, run_id = runs_to_dispatch(session_id)
     for child_id in children:
-        enqueue_task(execute_run, str(child_id), task_name=f"run-{child_id}", broker=run_queue_broker())
+        _enqueue_run(child_id)
     if run_id is not None:
-        enqueue_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=run_queue_broker())
+        _enqueue_run(run_id)
     return run_id
+
+
+def _enqueue_run(run_id: UUID) -> None:
+    """The run's task, on the run queue that run hosts take from (sessions.run_host)."""
+    enqueue_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=run_queue_broker())
 
 
 def enqueue_run_on_commit(*, run: Run) -> None:
     """The run's task, once the transaction that queued it commits (on an idle lane: no dispatch)."""
-    transaction.on_commit(
-        lambda: enqueue_task(execute_run, str(run.pk), task_name=f"run-{run.pk}", broker=run_queue_broker())
-    )
+    transaction.on_commit(partial(_enqueue_run, run.pk))
 
 
 def dispatch_on_commit(*, session_id: UUID) -> None:
