@@ -329,6 +329,8 @@ def _tree_usage_record(run: Run) -> dict[str, Any]:
 
 
 USAGE_FIELDS = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"]
+# What changes while a run executes and its end depends on (not its configuration or ids).
+FINISH_FIELDS = ["status", "version", "model_calls", "lease_owner", "lease_expires_at", *USAGE_FIELDS]
 
 
 def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", actor: str = "system") -> Run:
@@ -338,7 +340,7 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
     that arrived meanwhile turns a success into ``cancelled``.
     """
     for _ in range(3):
-        run.refresh_from_db()
+        run.refresh_from_db(fields=FINISH_FIELDS)
         if run.status in TERMINAL_RUN_STATUSES:
             return run
         target = status

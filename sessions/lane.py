@@ -11,7 +11,7 @@ from django.db.models import Case, Q, When
 from django.utils import timezone
 
 from sessions.events import emit_event, events_batched
-from sessions.models import Message, Run, RunStatus, Session
+from sessions.models import Run, RunStatus, Session
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition
@@ -63,8 +63,7 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
             started_at=run.started_at or now,
             attempt=max(run.attempt, 1),
         )
-        if run.user_message_id is not None:
-            _place_user_message(run)
+        _place_user_message(run)
         emit_event(
             session_id=run.session_id, run_id=run.pk, event_type="run.started", data=_started_data(run)
         )
@@ -96,11 +95,10 @@ def _started_data(run: Run) -> dict[str, object]:
 
 
 def _place_user_message(run: Run) -> None:
-    """A queued message joins the transcript when its run starts, after earlier answers."""
-    if run.user_message_id is None:
-        return
-    message = Message.objects.filter(pk=run.user_message_id, position__isnull=True).first()
-    if message is not None:
+    """A queued message joins the transcript when its run starts, after earlier answers
+    (the claim read the message with its run)."""
+    message = run.user_message
+    if message is not None and message.position is None:
         message.position = next_session_number(session_id=run.session_id, counter="last_message_position")
         message.save(update_fields=["position"])
 
