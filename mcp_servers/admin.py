@@ -76,6 +76,6 @@ class McpServerAdmin(TenantScopedAdmin):
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
-        if not self._can_write(request, None):
+        if not self.can_write(request, None):
             actions.pop("check_now", None)
         return actions
