@@ -1,9 +1,10 @@
 """Tenants, members, users, API keys and provider keys in the admin.
 
 Members are added, re-roled and removed in the app (Settings → Members), where the
-invitation and last-owner rules live: here tenant members only look at memberships and
-users. Secrets are never displayed: API keys show their prefix, provider keys whether one
-is set, and a provider key is write-only (typed to replace it, never rendered back).
+invitation and last-owner rules live: here tenant admins only look at memberships and
+users. Like the app's settings page, these pages are for admins and owners. Secrets are
+never displayed: API keys show their prefix, provider keys whether one is set, and a
+provider key is write-only (typed to replace it, never rendered back).
 """
 
 from typing import Any
@@ -31,6 +32,13 @@ class TenantAdmin(TenantScopedAdmin):
     search_fields = ["slug", "name"]
     readonly_fields = ["created_at"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Limits are raised in the app, within the ranges tenant_limits_update enforces;
+        # the slug is the platform's handle for the tenant.
+        if request.user.is_superuser:
+            return self.readonly_fields
+        return ["slug", "settings", "created_at"]
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)
 
@@ -39,7 +47,9 @@ class TenantAdmin(TenantScopedAdmin):
 
 
 class SuperuserWritesAdmin(TenantScopedAdmin):
-    """Tenant members look; only superusers change (the app's services own these writes)."""
+    """Tenant admins look, as on the app's settings page; only superusers change here."""
+
+    view_role = Role.ADMIN
 
     def can_write(self, request: HttpRequest, obj: Model | None) -> bool:
         return bool(request.user.is_superuser)
@@ -58,7 +68,7 @@ admin.site.unregister(User)
 
 @admin.register(User)
 class TenantUserAdmin(SuperuserWritesAdmin, UserAdmin):
-    """Users: a tenant member sees the active tenant's members, and no credentials."""
+    """Users: a tenant admin sees the active tenant's members, and no credentials."""
 
     tenant_path = "memberships__tenant"
     member_fields = ["username", "email", "first_name", "last_name", "is_active", "last_login", "date_joined"]
@@ -85,6 +95,8 @@ class TenantUserAdmin(SuperuserWritesAdmin, UserAdmin):
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
     """Keys are created through the API or create_tenant (the plaintext is shown once there)."""
+
+    view_role = Role.ADMIN
 
     list_display = [
         "name",
@@ -162,6 +174,7 @@ class ProviderKeyForm(forms.ModelForm):
 class ProviderKeyAdmin(TenantScopedAdmin):
     """A tenant's own model-provider keys. The base URL is set in the app, where its rules live."""
 
+    view_role = Role.ADMIN
     form = ProviderKeyForm
     list_display = ["provider", "tenant", "key_status", "base_url", "updated_at"]
     list_filter = ["provider", "tenant"]

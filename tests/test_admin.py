@@ -183,7 +183,6 @@ def test_provider_key_is_write_only_and_masked(cast: Cast) -> None:
             "new_api_key": "sk-ant-replacement-9876543210",
         },
     )
-    viewer_page = signed_in("victor@a.test", "victor-password").get(admin_url(provider_key))
     with connection.cursor() as cursor:
         cursor.execute("SELECT api_key FROM tenants_providerkey WHERE id = %s", [provider_key.pk.hex])
         stored_rows = cursor.fetchall()
@@ -192,13 +191,12 @@ def test_provider_key_is_write_only_and_masked(cast: Cast) -> None:
     assert kept_key == secret
     assert (kept.status_code, replaced.status_code) == (302, 302)
     assert ProviderKey.objects.get(pk=provider_key.pk).api_key == "sk-ant-replacement-9876543210"
-    for page in (change_page, listing, viewer_page):
+    for page in (change_page, listing):
         assert page.status_code == 200
         assert b"set (encrypted, never shown)" in page.content
         assert secret.encode() not in page.content
         assert b"sk-ant-replacement" not in page.content
     assert b'<input type="password" name="new_api_key"' in change_page.content
-    assert b'name="new_api_key"' not in viewer_page.content
     assert stored_rows != [] and b"sk-ant" not in str(stored_rows).encode()
 
 
@@ -215,8 +213,8 @@ def test_provider_key_needs_a_key_to_be_added(cast: Cast) -> None:
     assert not ProviderKey.objects.exists()
 
 
-def test_members_see_the_tenants_users_without_credentials(cast: Cast) -> None:
-    client = signed_in("victor@a.test", "victor-password")
+def test_admins_see_the_tenants_users_without_credentials(cast: Cast) -> None:
+    client = signed_in("alice@a.test", "alice-password")
 
     listing = client.get(reverse("admin:auth_user_changelist"))
     bob_page = client.get(admin_url(cast.bob))
@@ -229,8 +227,23 @@ def test_members_see_the_tenants_users_without_credentials(cast: Cast) -> None:
     assert bob_page.status_code == 200
     assert cast.bob.password.encode() not in bob_page.content
     assert b"md5$" not in bob_page.content
+    assert b'name="_save"' not in bob_page.content
     assert bob_password.status_code == 403
     assert carol_page.status_code == 302
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/auth/user/",
+        "/admin/tenants/membership/",
+        "/admin/tenants/apikey/",
+        "/admin/tenants/providerkey/",
+    ],
+)
+def test_members_and_keys_are_for_admins_as_in_the_app(cast: Cast, url: str) -> None:
+    assert signed_in("victor@a.test", "victor-password").get(url).status_code == 403
+    assert signed_in("bob@a.test", "bob-password").get(url).status_code == 403
 
 
 def test_memberships_are_managed_in_the_app_not_the_admin(cast: Cast) -> None:
@@ -293,3 +306,48 @@ def test_admin_labels_read_well() -> None:
         "tools.Tool": ("Tools", "tools"),
         "mcp_servers.McpServer": ("MCP servers", "MCP servers"),
     }
+
+
+def test_owner_renames_the_tenant_but_limits_stay_with_the_app(cast: Cast) -> None:
+    client = signed_in("alice@a.test", "alice-password")
+
+    answer = client.post(
+        admin_url(cast.tenant_a),
+        {"name": "Renamed", "slug": "taken-slug", "settings": '{"max_runs_per_minute": 999999999}'},
+    )
+
+    cast.tenant_a.refresh_from_db()
+    assert answer.status_code == 302
+    assert (cast.tenant_a.name, cast.tenant_a.slug, cast.tenant_a.settings) == ("Renamed", "tenant-a", {})
+
+
+AGENT_FORM = {
+    "name": "Checked",
+    "model_provider": "offline",
+    "temperature": "0.5",
+    "max_steps": "5",
+    "max_tokens": "100",
+    "approval_required_tools": "[]",
+    "planning_mode": "auto",
+}
+
+
+def test_agent_form_in_the_admin_follows_the_apps_rules(cast: Cast) -> None:
+    client = signed_in("alice@a.test", "alice-password")
+
+    too_many_steps = client.post(
+        "/admin/agents/agent/add/", {**AGENT_FORM, "tenant": str(cast.tenant_a.pk), "max_steps": "1000"}
+    )
+    cast.tenant_a.settings = {"max_agents": 1}
+    cast.tenant_a.save()
+    first = client.post("/admin/agents/agent/add/", {**AGENT_FORM, "tenant": str(cast.tenant_a.pk)})
+    over_limit = client.post(
+        "/admin/agents/agent/add/", {**AGENT_FORM, "tenant": str(cast.tenant_a.pk), "name": "Second"}
+    )
+
+    assert too_many_steps.status_code == 200
+    assert b"Must be between 1 and 100." in too_many_steps.content
+    assert first.status_code == 302
+    assert over_limit.status_code == 200
+    assert b"This tenant has reached its agent limit." in over_limit.content
+    assert list(Agent.objects.filter(tenant=cast.tenant_a).values_list("name", flat=True)) == ["Checked"]

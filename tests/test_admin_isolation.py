@@ -178,6 +178,21 @@ def test_tenant_owner_sees_no_other_tenant_on_any_admin_page(world: AdminWorld) 
     assert "Alpha agent" in agent_list
 
 
+@pytest.mark.parametrize("member", ["bob", "victor"])
+def test_members_and_viewers_see_no_other_tenant_either(world: AdminWorld, member: str) -> None:
+    client = signed_in(getattr(world.cast, member))
+
+    answers = {url: client.get(url) for url, _ in admin_pages(world)}
+
+    assert {url: page.status_code in (200, 302, 403, 404) for url, page in answers.items()} == {
+        url: True for url in answers
+    }
+    assert answers[url_of(Agent, "changelist")].status_code == 200
+    assert {url: leaked(page.content, world.b.markers) for url, page in answers.items()} == {
+        url: [] for url in answers
+    }
+
+
 def test_tenant_owner_sees_no_other_tenant_on_change_pages_of_every_own_row(world: AdminWorld) -> None:
     client = signed_in(world.cast.alice)
 
