@@ -9,6 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.models import Agent
+from mcp_servers.models import McpServer
 from sessions.models import Run, RunEvent, RunStatus, Session, Step
 from tenants.actors import ACTIVE_TENANT_SESSION_KEY
 from tenants.models import ApiKey, Membership, ProviderKey, Role
@@ -351,3 +352,28 @@ def test_agent_form_in_the_admin_follows_the_apps_rules(cast: Cast) -> None:
     assert over_limit.status_code == 200
     assert b"This tenant has reached its agent limit." in over_limit.content
     assert list(Agent.objects.filter(tenant=cast.tenant_a).values_list("name", flat=True)) == ["Checked"]
+
+
+def test_mcp_server_timeouts_in_the_admin_stay_within_the_apps_ranges(cast: Cast) -> None:
+    server = McpServer.objects.create(
+        tenant=cast.tenant_a, name="files", transport="streamable_http", url="https://files.example/mcp"
+    )
+    client = signed_in("alice@a.test", "alice-password")
+
+    too_long = client.post(
+        admin_url(server),
+        {"is_enabled": "on", "connect_timeout_seconds": "10", "call_timeout_seconds": "99999"},
+    )
+    switched_off = client.post(
+        admin_url(server), {"connect_timeout_seconds": "5", "call_timeout_seconds": "30"}
+    )
+
+    assert too_long.status_code == 200
+    assert b"Must be between 1 and 3600 seconds." in too_long.content
+    assert switched_off.status_code == 302
+    server.refresh_from_db()
+    assert (server.is_enabled, server.connect_timeout_seconds, server.call_timeout_seconds) == (
+        False,
+        5.0,
+        30.0,
+    )
