@@ -49,7 +49,7 @@ class AdminWorld:
     b: Rows
 
 
-def tenant_rows(tenant: Tenant, owner: Any, prefix: str) -> Rows:
+def rows_of_every_kind(tenant: Tenant, owner: Any, prefix: str) -> Rows:
     """One row of every model the admin shows, in ``tenant``, each naming ``prefix``."""
     agent = make_agent(tenant=tenant, name=f"{prefix} agent", created_by=owner)
     session = Session.objects.create(tenant=tenant, agent=agent, created_by=owner, title=f"{prefix} session")
@@ -118,8 +118,8 @@ def world(cast: Cast) -> AdminWorld:
     cast.tenant_b.refresh_from_db()
     return AdminWorld(
         cast=cast,
-        a=tenant_rows(cast.tenant_a, cast.alice, "Alpha"),
-        b=tenant_rows(cast.tenant_b, cast.carol, "Bravo"),
+        a=rows_of_every_kind(cast.tenant_a, cast.alice, "Alpha"),
+        b=rows_of_every_kind(cast.tenant_b, cast.carol, "Bravo"),
     )
 
 
@@ -307,11 +307,15 @@ def test_list_filters_name_only_the_active_tenants_rows(world: AdminWorld) -> No
     client = signed_in(world.cast.alice)
 
     sessions = client.get(url_of(Session, "changelist")).content.decode()
+    filtered = client.get(
+        url_of(Session, "changelist"), {"agent__id__exact": str(second.pk)}
+    ).content.decode()
     memories = client.get(url_of(Memory, "changelist")).content.decode()
 
     assert "By agent" in sessions
     assert f'?agent__id__exact={second.pk}">Alpha second agent</a>' in sessions
     assert "By tenant" not in sessions
+    assert ("Alpha second session" in filtered, "Alpha session" in filtered) == (True, False)
     assert "By tenant" not in memories
     assert leaked(sessions.encode(), world.b.markers) == []
 
