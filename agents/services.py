@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from agents.models import MAX_STEPS_RANGE, MAX_TOKENS_RANGE, TEMPERATURE_RANGES, Agent, ModelProvider
 from tenants.actors import Actor
 from tenants.limits import tenant_limit
+from tenants.models import Tenant
 
 EDITABLE_FIELDS = (
     "name",
@@ -72,9 +73,21 @@ def _save(agent: Agent) -> Agent:
     return agent
 
 
-def agent_create(*, actor: Actor, **fields: Any) -> Agent:
-    if Agent.objects.filter(tenant=actor.tenant).count() >= tenant_limit(actor.tenant, "max_agents"):
+def _require_room_for_an_agent(tenant_id: Any) -> None:
+    tenant = Tenant.objects.get(pk=tenant_id)
+    if Agent.objects.filter(tenant=tenant).count() >= tenant_limit(tenant, "max_agents"):
         raise ValidationError({"non_field_errors": ["This tenant has reached its agent limit."]})
+
+
+def agent_check(*, agent: Agent) -> None:
+    """The checks agent_create and agent_update make, for a form that saves on its own (the admin)."""
+    if agent._state.adding:
+        _require_room_for_an_agent(agent.tenant_id)
+    _validate_agent(agent=agent)
+
+
+def agent_create(*, actor: Actor, **fields: Any) -> Agent:
+    _require_room_for_an_agent(actor.tenant.pk)
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
         raise ValidationError({name: ["Unknown field."] for name in sorted(unknown)})

@@ -7,6 +7,7 @@ validation and the stdio rules live: here only enabling and timeouts can change.
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -14,10 +15,31 @@ from django.http import HttpRequest
 from core.admin import TenantScopedAdmin
 from mcp_servers.health import mcp_server_check
 from mcp_servers.models import McpServer
+from mcp_servers.services import CALL_TIMEOUT_RANGE, CONNECT_TIMEOUT_RANGE
+
+
+class McpServerAdminForm(forms.ModelForm):
+    """Timeouts within the ranges the app and the API allow (mcp_servers.services)."""
+
+    class Meta:
+        model = McpServer
+        fields = ["is_enabled", "connect_timeout_seconds", "call_timeout_seconds"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned_data: dict[str, Any] = super().clean() or {}
+        for name, (low, high) in (
+            ("connect_timeout_seconds", CONNECT_TIMEOUT_RANGE),
+            ("call_timeout_seconds", CALL_TIMEOUT_RANGE),
+        ):
+            value = cleaned_data.get(name)
+            if value is not None and not low <= value <= high:
+                self.add_error(name, f"Must be between {low:g} and {high:g} seconds.")
+        return cleaned_data
 
 
 @admin.register(McpServer)
 class McpServerAdmin(TenantScopedAdmin):
+    form = McpServerAdminForm
     list_display = [
         "name",
         "tenant",
@@ -76,6 +98,6 @@ class McpServerAdmin(TenantScopedAdmin):
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
-        if not self._can_write(request, None):
+        if not self.can_write(request, None):
             actions.pop("check_now", None)
         return actions

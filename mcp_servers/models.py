@@ -46,6 +46,8 @@ class McpServer(models.Model):
 
     class Meta:
         ordering = ["name"]
+        verbose_name = "MCP server"
+        verbose_name_plural = "MCP servers"
         constraints = [
             models.UniqueConstraint(fields=["tenant", "name"], name="mcpserver_unique_name_per_tenant")
         ]

@@ -1,12 +1,27 @@
+"""Tenants, members, users, API keys and provider keys in the admin.
+
+Members are added, re-roled and removed in the app (Settings → Members), where the
+invitation and last-owner rules live: here tenant admins only look at memberships and
+users. Like the app's settings page, these pages are for admins and owners. Secrets are
+never displayed: API keys show their prefix, provider keys whether one is set, and a
+provider key is write-only (typed to replace it, never rendered back).
+"""
+
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
-from core.admin import TenantScopedAdmin, tenant_ids_with_role
-from tenants.models import ApiKey, Membership, Role, Tenant
+from core.admin import TenantScopedAdmin
+from tenants.actors import Actor
+from tenants.models import ApiKey, Membership, ProviderKey, Role, Tenant
 from tenants.services import api_key_revoke
+
+User = get_user_model()
 
 
 @admin.register(Tenant)
@@ -17,14 +32,12 @@ class TenantAdmin(TenantScopedAdmin):
     search_fields = ["slug", "name"]
     readonly_fields = ["created_at"]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset = admin.ModelAdmin.get_queryset(self, request)
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Limits are raised in the app, within the ranges tenant_limits_update enforces;
+        # the slug is the platform's handle for the tenant.
         if request.user.is_superuser:
-            return queryset
-        return queryset.filter(pk__in=tenant_ids_with_role(request, Role.VIEWER))
-
-    def _tenant_id_of(self, obj: Any) -> Any:
-        return obj.pk
+            return self.readonly_fields
+        return ["slug", "settings", "created_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)
@@ -33,27 +46,57 @@ class TenantAdmin(TenantScopedAdmin):
         return bool(request.user.is_superuser)
 
 
+class SuperuserWritesAdmin(TenantScopedAdmin):
+    """Tenant admins look, as on the app's settings page; only superusers change here."""
+
+    view_role = Role.ADMIN
+
+    def can_write(self, request: HttpRequest, obj: Model | None) -> bool:
+        return bool(request.user.is_superuser)
+
+
 @admin.register(Membership)
-class MembershipAdmin(TenantScopedAdmin):
-    write_role = Role.OWNER
+class MembershipAdmin(SuperuserWritesAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["tenant", "role"]
     search_fields = ["user__email", "user__username", "tenant__slug"]
+    list_select_related = ["user", "tenant"]
 
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        # Tenant owners may only pick people already in one of their tenants: the admin
-        # must not become a directory of every user on the platform.
-        if db_field.name == "user" and not request.user.is_superuser:
-            tenant_ids = tenant_ids_with_role(request, Role.OWNER)
-            kwargs["queryset"] = db_field.related_model.objects.filter(
-                memberships__tenant_id__in=tenant_ids
-            ).distinct()
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class TenantUserAdmin(SuperuserWritesAdmin, UserAdmin):
+    """Users: a tenant admin sees the active tenant's members, and no credentials."""
+
+    tenant_path = "memberships__tenant"
+    member_fields = ["username", "email", "first_name", "last_name", "is_active", "last_login", "date_joined"]
+
+    def is_in_tenant(self, actor: Actor, obj: Model) -> bool:
+        return Membership.objects.filter(tenant=actor.tenant, user_id=obj.pk).exists()
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        if request.user.is_superuser:
+            return super().get_list_display(request)
+        return ["username", "email", "first_name", "last_name", "last_login"]
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        if request.user.is_superuser:
+            return super().get_list_filter(request)
+        return ["is_active"]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        if request.user.is_superuser:
+            return super().get_fieldsets(request, obj)
+        return [(None, {"fields": self.member_fields})]
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
     """Keys are created through the API or create_tenant (the plaintext is shown once there)."""
+
+    view_role = Role.ADMIN
 
     list_display = [
         "name",
@@ -100,7 +143,57 @@ class ApiKeyAdmin(TenantScopedAdmin):
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = 0
         for api_key in queryset.filter(revoked_at__isnull=True):
-            if self._can_write(request, api_key):
+            if self.can_write(request, api_key):
                 api_key_revoke(api_key=api_key)
                 revoked += 1
         self.message_user(request, f"Revoked {revoked} API key(s).", messages.SUCCESS)
+
+
+class ProviderKeyForm(forms.ModelForm):
+    """The key is a form field of its own, so the stored key is never a form's initial value."""
+
+    new_api_key = forms.CharField(
+        label="API key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Write-only: stored encrypted, never shown. Leave empty to keep the current key.",
+    )
+
+    class Meta:
+        model = ProviderKey
+        fields = ["tenant", "provider"]
+
+    def clean_new_api_key(self) -> str:
+        key: str = self.cleaned_data["new_api_key"].strip()
+        if not key and self.instance._state.adding:
+            raise forms.ValidationError("Enter the provider's API key.")
+        return key
+
+
+@admin.register(ProviderKey)
+class ProviderKeyAdmin(TenantScopedAdmin):
+    """A tenant's own model-provider keys. The base URL is set in the app, where its rules live."""
+
+    view_role = Role.ADMIN
+    form = ProviderKeyForm
+    list_display = ["provider", "tenant", "key_status", "base_url", "updated_at"]
+    list_filter = ["provider", "tenant"]
+    search_fields = ["provider", "base_url", "tenant__slug"]
+    readonly_fields = ["key_status", "base_url", "created_at", "updated_at"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[Any]:
+        fields: list[Any] = ["tenant", "provider"]
+        if obj is None or self.has_change_permission(request, obj):
+            fields.append("new_api_key")
+        if obj is not None:
+            fields += self.readonly_fields
+        return fields
+
+    @admin.display(description="key")
+    def key_status(self, provider_key: ProviderKey) -> str:
+        return "set (encrypted, never shown)" if provider_key.api_key else "not set"
+
+    def save_model(self, request: HttpRequest, obj: ProviderKey, form: Any, change: bool) -> None:
+        if form.cleaned_data.get("new_api_key"):
+            obj.api_key = form.cleaned_data["new_api_key"]
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,65 @@
+"""Sessions, runs, steps and run events in the admin: view-only.
+
+They are written by one store (``sessions.store``) through the one transition table, so
+nobody edits them here, superusers included; deleting the agent they belong to still
+removes them, as it does in the app.
+"""
+
+from django.contrib import admin
+
+from core.admin import TenantScopedAdmin
+from sessions.models import Run, RunEvent, Session, Step
+
+
+class HistoryAdmin(TenantScopedAdmin):
+    is_view_only = True
+    is_deleted_with_parent = True
+    show_full_result_count = False
+
+
+@admin.register(Session)
+class SessionAdmin(HistoryAdmin):
+    list_display = ["__str__", "agent", "created_by", "last_event_seq", "updated_at"]
+    list_filter = ["agent", "tenant"]
+    search_fields = ["title", "agent__name"]
+    list_select_related = ["agent", "created_by"]
+    date_hierarchy = "updated_at"
+
+
+@admin.register(Run)
+class RunAdmin(HistoryAdmin):
+    list_display = [
+        "__str__",
+        "agent",
+        "session",
+        "status",
+        "stop_reason",
+        "model_calls",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["status", "stop_reason", "agent", "tenant"]
+    search_fields = ["title", "error", "agent__name", "session__title"]
+    list_select_related = ["agent", "session"]
+    exclude = ["lease_owner"]
+    date_hierarchy = "created_at"
+
+
+@admin.register(Step)
+class StepAdmin(HistoryAdmin):
+    tenant_path = "run__tenant"
+    list_display = ["__str__", "run", "kind", "status", "tool_call_id", "started_at", "finished_at"]
+    list_filter = ["kind", "status"]
+    search_fields = ["tool_call_id", "error"]
+    list_select_related = ["run"]
+    ordering = ["-started_at"]
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(HistoryAdmin):
+    tenant_path = "session__tenant"
+    list_display = ["__str__", "session", "run", "type", "created_at"]
+    list_filter = ["type"]
+    search_fields = ["type"]
+    list_select_related = ["session", "run"]
+    ordering = ["-id"]
