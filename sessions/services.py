@@ -305,6 +305,8 @@ def run_approve(
     approval = ToolApproval.objects.filter(run=run, tool_call_id=tool_call_id).select_related("run").first()
     if approval is None:
         raise ValidationError({"tool_call_id": ["No approval is pending for this tool call."]})
+    if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
+        raise ValidationError({"tool_call_id": [f"This run is {run.status}: it no longer waits for a decision."]})
     if not approval_decide(approval=approval, decision=decision, reason=reason, decided_by=actor.user):
         raise ValidationError({"tool_call_id": [f"This tool call was already {approval.status}."]})
     run.refresh_from_db()
@@ -333,7 +335,8 @@ def _run_cancel_one(run: Run, *, actor_label: str) -> Run:
             )
         if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
             return run
-        if run.status in (RunStatus.QUEUED, RunStatus.CREATED):
+        # No worker holds a run that is queued or waits for people: the cancel ends it here.
+        if run.status in (RunStatus.QUEUED, RunStatus.CREATED, RunStatus.AWAITING_APPROVAL):
             return run_finish(
                 run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label
             )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
@@ -70,9 +71,14 @@ def run_resume(*, run: Run) -> bool:
 
 
 def _recover_expired_leases(report: SweepReport) -> None:
+    # A cancelling run without a lease was stopped while no worker held it (by an earlier
+    # version that left such runs waiting for a worker): nobody else will end it.
     expired = Run.objects.filter(
-        status__in=[RunStatus.PLANNING, RunStatus.EXECUTING, RunStatus.CANCELLING],
-        lease_expires_at__lt=timezone.now(),
+        Q(
+            status__in=[RunStatus.PLANNING, RunStatus.EXECUTING, RunStatus.CANCELLING],
+            lease_expires_at__lt=timezone.now(),
+        )
+        | Q(status=RunStatus.CANCELLING, lease_expires_at__isnull=True)
     )
     for run in expired:
         try:

@@ -243,6 +243,48 @@ def test_a_tool_that_needs_approval_waits_then_runs_when_approved(
 
 
 @pytest.mark.django_db
+def test_cancelling_a_run_that_waits_for_approval_ends_it_at_once(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    """No worker holds a run that waits for people: the cancel itself finishes it."""
+    run_id = approval_setup(cast, bob_api, fake_model)
+
+    response = bob_api.post(f"/api/v1/runs/{run_id}/cancel/")
+    late_approval = bob_api.post(
+        f"/api/v1/runs/{run_id}/approve/",
+        {"tool_call_id": tool_call_id_of(run_id), "decision": "approve"},
+        format="json",
+    )
+
+    assert response.status_code == 202
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    assert RunEvent.objects.filter(run_id=run_id, type="run.cancelled").count() == 1
+    assert late_approval.status_code == 400
+    assert late_approval.json()["error"]["fields"] == {
+        "tool_call_id": ["This run is cancelled: it no longer waits for a decision."]
+    }
+    assert ToolApproval.objects.get(run_id=run_id).status == "pending"
+    assert Run.objects.get(pk=run_id).status == "cancelled"
+    assert not Step.objects.filter(run_id=run_id, kind="tool_call").exists()
+
+
+@pytest.mark.django_db
+def test_the_sweeper_ends_a_cancelling_run_that_no_worker_holds(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    """Left by an earlier version, which asked a run waiting for approval to stop and waited."""
+    run_id = approval_setup(cast, bob_api, fake_model)
+    Run.objects.filter(pk=run_id).update(status="cancelling")
+
+    report = sweep_runs()
+
+    assert report.failed == 0
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.stop_reason, run.lease_expires_at) == ("cancelled", "cancelled", None)
+
+
+@pytest.mark.django_db
 def test_a_denied_call_goes_back_to_the_model_as_a_denial(
     cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
 ) -> None:
