@@ -9,6 +9,7 @@ from typing import Any
 
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.forms import PasswordChangeForm
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import HttpRequest
@@ -133,14 +134,13 @@ def account_password_change(*, request: HttpRequest, form: PasswordChangeForm) -
     update_session_auth_hash(request, form.save())
 
 
-def account_sign_out_other_sessions(*, request: HttpRequest, password: str) -> None:
+def account_sign_out_other_sessions(*, request: HttpRequest, user: User, password: str) -> None:
     """Sign the user out everywhere but here, whatever the session backend.
 
     Django ties each session to a hash of the stored password: storing the same password
     with a new salt leaves every other session's hash stale, so it is flushed on its next
     request. The password is asked again so that a stolen session cannot lock its owner out.
     """
-    user = request.user
     if not user.check_password(password):
         raise ValidationError({"password": ["That is not your current password."]})
     user.set_password(password)

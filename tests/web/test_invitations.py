@@ -11,6 +11,7 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
+from tenants.api_keys import hash_secret
 from tenants.models import Invitation, Membership
 from tests.web.conftest import World
 
@@ -330,3 +331,29 @@ def test_the_invitation_is_emailed_with_its_link(
     assert (message.subject, message.to) == (f"Join {world.cast.tenant_a.name} on Agentry", ["mailed@a.test"])
     assert f"Accept the invitation: {link}\n" in message.body
     assert "alice@a.test invited you to join" in message.body
+
+
+def test_a_mail_server_that_refuses_leaves_the_invitation_valid_and_logs_no_link(
+    world: World,
+    client_for: ClientFor,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", 1, 2
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response, link = invite(client_for(world.cast.alice), "unmailed@a.test")
+
+    invitation = Invitation.objects.get()
+    token = link.rstrip("/").rsplit("/", 1)[1]
+    assert response.status_code == 200
+    assert [record.getMessage() for record in caplog.records if record.name == "tenants.invitations"] == [
+        f"Could not e-mail invitation {invitation.pk}"
+    ]
+    assert token not in caplog.text
+    assert invitation.token_hash == hash_secret(token)
+    assert token not in str(list(Invitation.objects.values()))
+    _, accepted = accept_with_password(link)
+    assert accepted.status_code == 302

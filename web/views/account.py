@@ -61,7 +61,9 @@ def account_sign_out_others_view(request: HttpRequest, actor: Actor) -> HttpResp
     form = SignOutOthersForm(request.POST, auto_id="sign_out_%s")
     if form.is_valid():
         try:
-            account_sign_out_other_sessions(request=request, password=form.cleaned_data["password"])
+            account_sign_out_other_sessions(
+                request=request, user=actor.user, password=form.cleaned_data["password"]
+            )
         except ValidationError as error:
             apply_service_errors(form, error)
         else:

@@ -33,7 +33,7 @@ def invitation_view(request: HttpRequest, token: str) -> HttpResponse:
     if request.user.is_authenticated:
         if request.method == "POST":
             try:
-                membership = invitation_accept_as_user(invitation=invitation, user=request.user)  # type: ignore[arg-type]
+                membership = invitation_accept_as_user(invitation=invitation, user=request.user)
             except PermissionDenied as refusal:
                 return _private(render_error(request, 403, str(refusal)))
             except Http404:
