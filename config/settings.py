@@ -203,6 +203,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "/login/"
+# An invitation link works once, for this many hours (tenants.invitations).
+INVITATION_TTL_HOURS = env_int("INVITATION_TTL_HOURS", 72)
+if INVITATION_TTL_HOURS < 1:
+    raise ImproperlyConfigured(f"INVITATION_TTL_HOURS must be 1 or more, got {INVITATION_TTL_HOURS}")
+
+# --- E-mail (invitations) ----------------------------------------------------------------
+# Without EMAIL_HOST nothing is sent: the inviter copies the link from the page instead.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.dummy.EmailBackend"
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("Set EMAIL_USE_TLS (STARTTLS) or EMAIL_USE_SSL (implicit TLS), not both.")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT_SECONDS", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Agentry <agentry@localhost>")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -121,3 +121,44 @@ class ProviderKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant} {self.provider} key"
+
+
+class Invitation(models.Model):
+    """An invitation to join a tenant, sent to an e-mail address. Only a SHA-256 digest of
+    its token is stored; the token is shown once to the inviter and mailed to the invitee.
+
+    It works once (``accepted_at``), until ``expires_at``, unless revoked. Whoever accepts
+    it is the account with that e-mail: a new one sets its own password through the link,
+    an existing one signs in first.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sent_invitations"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="accepted_invitations",
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "email"], name="invitation_tenant_email")]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.tenant} ({self.role})"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.accepted_at is None and self.revoked_at is None and self.expires_at > timezone.now()

@@ -20,8 +20,9 @@ from sessions.models import Run, RunStatus, Session
 from sessions.selectors import run_list_for_actor, session_list_for_actor
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
+from tenants.invitations import invitation_list_pending_for_actor
 from tenants.limits import DEFAULT_LIMITS, tenant_limit
-from tenants.models import ApiKey, Membership
+from tenants.models import ApiKey, Invitation, Membership
 from tools.agent_tools import agent_tools_overview
 from tools.models import Tool, ToolKind, ToolPolicy
 from tools.selectors import tool_list_for_actor
@@ -134,6 +135,7 @@ def assignable_tools_for_actor(*, actor: Actor) -> QuerySet[Tool]:
 @dataclass(frozen=True)
 class TenantSettings:
     memberships: list[Membership]
+    invitations: list[Invitation]
     api_keys: list[ApiKey]
     limits: list[tuple[str, Any, Any]]
 
@@ -143,6 +145,7 @@ def tenant_settings_for_actor(*, actor: Actor) -> TenantSettings:
         memberships=list(
             Membership.objects.filter(tenant=actor.tenant).select_related("user").order_by("user__username")
         ),
+        invitations=list(invitation_list_pending_for_actor(actor=actor)),
         api_keys=list(ApiKey.objects.filter(tenant=actor.tenant).select_related("created_by")),
         limits=[
             (name, tenant_limit(actor.tenant, name), default) for name, default in DEFAULT_LIMITS.items()
@@ -155,6 +158,28 @@ def membership_get_for_actor(*, actor: Actor, membership_id: UUID | str) -> Memb
         return Membership.objects.select_related("user").get(tenant=actor.tenant, pk=UUID(str(membership_id)))
     except (Membership.DoesNotExist, ValueError) as error:
         raise Http404("membership not found") from error
+
+
+@dataclass(frozen=True)
+class AccountOverview:
+    memberships: list[Membership]
+    api_keys: list[ApiKey]
+
+
+def account_overview_for_actor(*, actor: Actor) -> AccountOverview:
+    """The signed-in person's tenants and their own keys in the active tenant."""
+    return AccountOverview(
+        memberships=list(memberships_of_user(user=actor.user)),
+        api_keys=list(ApiKey.objects.filter(tenant=actor.tenant, created_by_id=actor.user_id)),
+    )
+
+
+def own_api_key_get_for_actor(*, actor: Actor, api_key_id: UUID | str) -> ApiKey:
+    """One of the actor's own keys in the active tenant; anyone else's is the same 404."""
+    try:
+        return ApiKey.objects.get(tenant=actor.tenant, created_by_id=actor.user_id, pk=UUID(str(api_key_id)))
+    except (ApiKey.DoesNotExist, ValueError) as error:
+        raise Http404("API key not found") from error
 
 
 def api_key_get_for_actor(*, actor: Actor, api_key_id: UUID | str) -> ApiKey:

@@ -1,15 +1,18 @@
-"""Writes the pages need that no app offered yet: tenant membership, limits, agent + tools.
+"""Writes the pages need that no app offered yet: member roles, limits, agent + tools.
+
+Adding members is an invitation (``tenants.invitations``).
 
 Each one is small and would move to its app (tenants, agents) once the API needs it too.
 """
 
-from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth import update_session_auth_hash
+from django.contrib.auth.forms import PasswordChangeForm
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
+from django.http import HttpRequest
 
 from agents.models import Agent
 from agents.services import agent_create, agent_update
@@ -21,7 +24,6 @@ from sessions.services import session_create, session_post_message
 from tenants.actors import Actor
 from tenants.limits import DEFAULT_LIMITS
 from tenants.models import Membership, Role
-from tenants.services import membership_set, user_get_or_create
 from tools.models import Tool
 from tools.services import agent_tools_update
 
@@ -64,36 +66,6 @@ def _is_last_owner(membership: Membership) -> bool:
         and not Membership.objects.filter(tenant_id=membership.tenant_id, role=Role.OWNER)
         .exclude(pk=membership.pk)
         .exists()
-    )
-
-
-@dataclass(frozen=True)
-class MemberAdded:
-    membership: Membership
-    is_new_user: bool
-
-
-@transaction.atomic
-def member_add(*, actor: Actor, email: str, role: str, password: str = "") -> MemberAdded:
-    """Add a person by e-mail. A new user gets the given password; an existing one keeps theirs."""
-    _require_member_manager(actor, touches_owner=role == Role.OWNER)
-    email = email.strip().lower()
-    try:
-        validate_email(email)
-    except ValidationError as error:
-        raise ValidationError({"email": ["Enter a valid e-mail address."]}) from error
-    if role not in Role.values:
-        raise ValidationError({"role": [f"Choose one of {', '.join(Role.values)}."]})
-    if Membership.objects.filter(tenant=actor.tenant, user__username=email).exists():
-        raise ValidationError({"email": ["This person is already a member; change their role instead."]})
-    is_new_user = not User.objects.filter(username=email).exists()
-    if is_new_user and len(password) < 8:
-        raise ValidationError(
-            {"password": ["A new user needs an initial password of at least 8 characters."]}
-        )
-    user, _ = user_get_or_create(email=email, password=password if is_new_user else None)
-    return MemberAdded(
-        membership=membership_set(tenant=actor.tenant, user=user, role=role), is_new_user=is_new_user
     )
 
 
@@ -155,3 +127,22 @@ def session_start(*, actor: Actor, agent: Agent, content: str = "") -> Session:
     if content.strip():
         session_post_message(actor=actor, session=session, content=content)
     return session
+
+
+def account_password_change(*, request: HttpRequest, form: PasswordChangeForm) -> None:
+    """Save a validated new password; this browser stays signed in, every other one is signed out."""
+    update_session_auth_hash(request, form.save())
+
+
+def account_sign_out_other_sessions(*, request: HttpRequest, user: User, password: str) -> None:
+    """Sign the user out everywhere but here, whatever the session backend.
+
+    Django ties each session to a hash of the stored password: storing the same password
+    with a new salt leaves every other session's hash stale, so it is flushed on its next
+    request. The password is asked again so that a stolen session cannot lock its owner out.
+    """
+    if not user.check_password(password):
+        raise ValidationError({"password": ["That is not your current password."]})
+    user.set_password(password)
+    user.save(update_fields=["password"])
+    update_session_auth_hash(request, user)

@@ -1,6 +1,18 @@
 from django.urls import path
 
-from web.views import agents, auth, chat, dashboard, mcp, memories, runs, settings, tools
+from web.views import (
+    account,
+    agents,
+    auth,
+    chat,
+    dashboard,
+    invitations,
+    mcp,
+    memories,
+    runs,
+    settings,
+    tools,
+)
 
 app_name = "web"
 
@@ -9,6 +21,21 @@ urlpatterns = [
     path("login/", auth.SignInView.as_view(), name="login"),
     path("logout/", auth.SignOutView.as_view(), name="logout"),
     path("tenant/", auth.tenant_switch, name="tenant-switch"),
+    path("invitations/<str:token>/", invitations.invitation_view, name="invitation"),
+    # Account
+    path("account/", account.account_page, name="account"),
+    path("account/password/", account.account_password_view, name="account-password"),
+    path(
+        "account/sessions/sign-out-others/",
+        account.account_sign_out_others_view,
+        name="account-sign-out-others",
+    ),
+    path("account/api-keys/", account.account_api_key_create_view, name="account-api-key-create"),
+    path(
+        "account/api-keys/<str:api_key_id>/revoke/",
+        account.account_api_key_revoke_view,
+        name="account-api-key-revoke",
+    ),
     # Agents
     path("agents/", agents.agent_list, name="agents"),
     path("agents/new/", agents.agent_create, name="agent-create"),
@@ -55,6 +82,11 @@ urlpatterns = [
     path("settings/members/", settings.member_add_view, name="member-add"),
     path("settings/members/<str:membership_id>/role/", settings.member_role_view, name="member-role"),
     path("settings/members/<str:membership_id>/remove/", settings.member_remove_view, name="member-remove"),
+    path(
+        "settings/invitations/<str:invitation_id>/revoke/",
+        settings.invitation_revoke_view,
+        name="invitation-revoke",
+    ),
     path("settings/api-keys/", settings.api_key_create_view, name="api-key-create"),
     path("settings/api-keys/<str:api_key_id>/revoke/", settings.api_key_revoke_view, name="api-key-revoke"),
     path("settings/limits/", settings.limits_view, name="limits"),

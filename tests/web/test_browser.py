@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from agents.models import Agent
 from memory.models import Memory, MemoryStatus
 from sessions.models import Run
-from tenants.models import Membership, Role
+from tenants.models import ApiKey, Membership, Role
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -523,3 +523,33 @@ def test_keyboard_users_can_reach_the_chat_and_send(page: Page, cast: Cast) -> N
     expect(last_answer(page).locator(".tool-card .tool-name")).to_have_text("current_time")
     expect(page.locator("[data-chat-status]")).to_have_text("idle")
     wait_until(lambda: Run.objects.filter(session__agent=agent, status="completed").exists(), timeout=10)
+
+
+def test_a_member_changes_their_password_and_creates_an_api_key_on_the_account_page(
+    page: Page, cast: Cast, screenshot_dir: Path
+) -> None:
+    sign_in(page, "bob@a.test", "bob-password")
+
+    page.get_by_role("link", name="Account").click()
+    expect(page.get_by_role("heading", name="Account", exact=True)).to_be_visible()
+    expect(page.locator("#tenants tbody tr td").nth(1)).to_have_text("member")
+    page.get_by_label("Current password").fill("bob-password")
+    page.locator("#id_new_password1").fill("violet-canyon-42")
+    page.get_by_label("New password confirmation").fill("violet-canyon-42")
+    page.get_by_role("button", name="Change password").click()
+    expect(page.locator(".toast")).to_contain_text("Password changed.")
+
+    page.get_by_label("Name").fill("Laptop")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_role("heading", name="Your new API key")).to_be_visible()
+    key = page.locator("#new-key").input_value()
+    assert key.startswith("agt_")
+    shoot(page, screenshot_dir, "account")
+    page.goto("/account/")
+    expect(page.locator("body")).not_to_contain_text(key)
+    expect(page.locator("#api-keys tbody tr")).to_have_count(1)
+    stored = ApiKey.objects.get(tenant=cast.tenant_a, created_by=cast.bob)
+    assert (stored.name, stored.revoked_at) == ("Laptop", None)
+
+    page.get_by_role("button", name="Sign out", exact=True).click()
+    sign_in(page, "bob@a.test", "violet-canyon-42")

@@ -4,12 +4,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from memory.models import Memory, MemoryStatus
 from tenants.api_keys import hash_secret
-from tenants.models import ApiKey, Membership
+from tenants.models import ApiKey, Invitation, Membership
 from tests.factories import make_agent
 from tests.web.conftest import World
 
@@ -156,35 +155,6 @@ def test_memory_controls_are_for_admins(world: World, client_for: ClientFor) -> 
     assert Memory.objects.get(pk=suggestion.pk).status == "suggested"
 
 
-def test_settings_add_a_new_person_with_a_password_and_an_existing_one_without(
-    world: World, client_for: ClientFor
-) -> None:
-    client = client_for(world.cast.alice)
-    carol_password_hash = world.cast.carol.password
-
-    added = client.post(
-        "/settings/members/", {"email": "New.Person@A.test", "role": "member", "password": "initial-pass-1"}
-    )
-    existing = client.post(
-        "/settings/members/", {"email": "carol@b.test", "role": "viewer", "password": "hijack-attempt"}
-    )
-    missing_password = client.post(
-        "/settings/members/", {"email": "someone@a.test", "role": "member", "password": ""}
-    )
-
-    assert added.status_code == 302 and existing.status_code == 302
-    new_person = User.objects.get(username="new.person@a.test")
-    assert new_person.check_password("initial-pass-1")
-    world.cast.carol.refresh_from_db()
-    assert world.cast.carol.password == carol_password_hash
-    assert Membership.objects.get(tenant=world.cast.tenant_a, user=world.cast.carol).role == "viewer"
-    assert missing_password.status_code == 400
-    assert (
-        "A new user needs an initial password of at least 8 characters." in missing_password.content.decode()
-    )
-    assert not User.objects.filter(username="someone@a.test").exists()
-
-
 def test_roles_change_but_a_tenant_keeps_an_owner_and_only_owners_grant_owner(
     world: World, client_for: ClientFor
 ) -> None:
@@ -275,9 +245,7 @@ def test_owners_change_limits_and_admins_only_read_them(world: World, client_for
 
 
 def test_settings_are_for_admins_and_owners(world: World, client_for: ClientFor) -> None:
-    member = client_for(world.cast.bob).post(
-        "/settings/members/", {"email": "x@a.test", "role": "member", "password": "password-1"}
-    )
+    member = client_for(world.cast.bob).post("/settings/members/", {"email": "x@a.test", "role": "member"})
 
     assert member.status_code == 403
-    assert not User.objects.filter(username="x@a.test").exists()
+    assert not Invitation.objects.exists()

@@ -15,14 +15,8 @@ LIMIT_LABELS = {
 
 
 class MemberAddForm(forms.Form):
-    email = forms.EmailField()
+    email = forms.EmailField(help_text="They get a link that works once to join with this role.")
     role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
-    password = forms.CharField(
-        label="Initial password",
-        required=False,
-        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-        help_text="Only for people without an account yet; share it with them privately.",
-    )
 
 
 class MemberRoleForm(forms.Form):

@@ -1,13 +1,21 @@
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from tenants.actors import Actor
+from tenants.invitations import (
+    CreatedInvitation,
+    invitation_create,
+    invitation_get_for_actor,
+    invitation_revoke,
+)
 from tenants.models import Role
 from tenants.services import api_key_create, api_key_revoke
 from web.access import page, render_page, require_role
@@ -15,7 +23,7 @@ from web.forms.common import apply_service_errors
 from web.forms.settings import ApiKeyForm, MemberAddForm, MemberRoleForm, TenantLimitsForm
 from web.responses import error_text
 from web.selectors import api_key_get_for_actor, membership_get_for_actor, tenant_settings_for_actor
-from web.services import member_add, member_remove, member_role_set, tenant_limits_update
+from web.services import member_remove, member_role_set, tenant_limits_update
 
 
 def _settings_page(
@@ -26,6 +34,7 @@ def _settings_page(
     key_form: ApiKeyForm | None = None,
     limits_form: TenantLimitsForm | None = None,
     new_key: str = "",
+    new_invitation: CreatedInvitation | None = None,
     status: int = 200,
 ) -> HttpResponse:
     overview = tenant_settings_for_actor(actor=actor)
@@ -37,6 +46,8 @@ def _settings_page(
         "limits_form": limits_form or TenantLimitsForm(current=current),
         "roles": Role.choices,
         "new_key": new_key,
+        "new_invitation": new_invitation,
+        "sends_email": settings.EMAIL_BACKEND != "django.core.mail.backends.dummy.EmailBackend",
     }
     return render_page(request, actor, "web/settings/page.html", context, status=status)
 
@@ -49,17 +60,36 @@ def settings_page(request: HttpRequest, actor: Actor) -> HttpResponse:
 @require_POST
 @page(role=Role.ADMIN)
 def member_add_view(request: HttpRequest, actor: Actor) -> HttpResponse:
+    """Every address gets an invitation, so the answer never tells whether it has an account."""
     form = MemberAddForm(request.POST)
     if form.is_valid():
         try:
-            added = member_add(actor=actor, **form.cleaned_data)
+            created = invitation_create(
+                actor=actor,
+                **form.cleaned_data,
+                link_for=lambda token: request.build_absolute_uri(reverse("web:invitation", args=[token])),
+            )
         except ValidationError as error:
             apply_service_errors(form, error)
         else:
-            who = added.membership.user.username
-            messages.success(request, f"{who} added as {added.membership.role}.")
-            return redirect("web:settings")
+            # The link exists only in this response: only a digest of its token is stored.
+            response = _settings_page(request, actor, new_invitation=created)
+            response["Cache-Control"] = "no-store"
+            return response
     return _settings_page(request, actor, member_form=form, status=400)
+
+
+@require_POST
+@page(role=Role.ADMIN)
+def invitation_revoke_view(request: HttpRequest, actor: Actor, invitation_id: str) -> HttpResponse:
+    invitation = invitation_get_for_actor(actor=actor, invitation_id=invitation_id)
+    try:
+        invitation_revoke(actor=actor, invitation=invitation)
+    except ValidationError as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(request, f"Invitation for {invitation.email} revoked.")
+    return redirect("web:settings")
 
 
 @require_POST
