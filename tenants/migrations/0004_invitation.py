@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tenants', '0002_providerkey'),
+        ('tenants', '0003_alter_apikey_options'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
