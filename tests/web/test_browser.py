@@ -103,6 +103,8 @@ def stack(
         ANTHROPIC_BASE_URL=fake_model_server.url,
         OPENAI_API_KEY="test-openai-key",
         OPENAI_BASE_URL=fake_model_server.openai_base_url,
+        # The demo MCP server and the fake model server listen here; the SSRF guard refuses it otherwise.
+        MCP_ALLOWED_PRIVATE_HOSTS="127.0.0.1",
     )
     live.start_server()
     live.start_worker(workers=2)
