@@ -336,6 +336,11 @@ WORKSPACE_MAX_FILES = env_int("WORKSPACE_MAX_FILES", 500)
 HTTP_TOOL_MAX_RESPONSE_BYTES = env_int("HTTP_TOOL_MAX_RESPONSE_BYTES", 2_000_000)
 HTTP_TOOL_MAX_RESPONSE_CHARS = env_int("HTTP_TOOL_MAX_RESPONSE_CHARS", 20_000)
 
+# --- Tenant provider keys ----------------------------------------------------------------------
+# A tenant's own base URL must be a public https address, except on the private hosts listed
+# here (names, addresses or networks, as for MCP_ALLOWED_PRIVATE_HOSTS), e.g. an intranet Ollama.
+PROVIDER_ALLOWED_PRIVATE_HOSTS = env_list("PROVIDER_ALLOWED_PRIVATE_HOSTS", [])
+
 # --- MCP servers -------------------------------------------------------------------------------
 # stdio servers run a command on the worker host: off unless the operator enables them.
 MCP_ALLOW_STDIO = env_bool("MCP_ALLOW_STDIO", False)

@@ -70,6 +70,15 @@ class AnthropicModelClient:
             max_retries=COUNT_TOKENS_MAX_RETRIES, timeout=COUNT_TOKENS_TIMEOUT_SECONDS
         )
 
+    def check_access(self) -> None:
+        """One cheap authenticated call, the first entry of the model list: ``ModelError`` when it fails."""
+        try:
+            self._client.models.list(limit=1)
+        except anthropic.APIError as error:
+            raise _model_error(error) from error
+        except httpx2.TransportError as error:
+            raise model_error_for_transport(error) from error
+
     def count_tokens(self, request: ModelRequest) -> int:
         """The request's input tokens, from the Messages API's token-counting endpoint."""
         try:

@@ -78,6 +78,15 @@ class OpenAIModelClient:
         )
         self._max_tokens_parameter = max_tokens_parameter
 
+    def check_access(self) -> None:
+        """One cheap authenticated call, the model list: ``ModelError`` when it fails."""
+        try:
+            self._client.models.list()
+        except openai.APIError as error:
+            raise _model_error(error) from error
+        except httpx2.TransportError as error:
+            raise model_error_for_transport(error) from error
+
     def stream(self, request: ModelRequest, *, should_stop: Callable[[], bool]) -> Iterator[ModelStreamEvent]:
         if should_stop():
             raise StreamCancelled()
