@@ -64,8 +64,9 @@ def provider_key_save(*, actor: Actor, provider: str, api_key: str, base_url: st
 
 def provider_key_delete(*, actor: Actor, provider_key: ProviderKey) -> None:
     _require_manager(actor)
-    provider_key.delete()
+    # Logged first: deleting clears the primary key.
     _log_change(actor, provider_key, "deleted")
+    provider_key.delete()
 
 
 def _require_manager(actor: Actor) -> None:

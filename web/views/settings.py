@@ -9,9 +9,11 @@ from django.views.decorators.http import require_POST
 
 from tenants.actors import Actor
 from tenants.models import Role
+from tenants.provider_keys.selectors import provider_key_list_for_actor
 from tenants.services import api_key_create, api_key_revoke
 from web.access import page, render_page, require_role
 from web.forms.common import apply_service_errors
+from web.forms.provider_keys import ProviderKeyForm
 from web.forms.settings import ApiKeyForm, MemberAddForm, MemberRoleForm, TenantLimitsForm
 from web.responses import error_text
 from web.selectors import api_key_get_for_actor, membership_get_for_actor, tenant_settings_for_actor
@@ -25,6 +27,7 @@ def _settings_page(
     member_form: MemberAddForm | None = None,
     key_form: ApiKeyForm | None = None,
     limits_form: TenantLimitsForm | None = None,
+    provider_key_form: ProviderKeyForm | None = None,
     new_key: str = "",
     status: int = 200,
 ) -> HttpResponse:
@@ -37,8 +40,17 @@ def _settings_page(
         "limits_form": limits_form or TenantLimitsForm(current=current),
         "roles": Role.choices,
         "new_key": new_key,
+        "provider_keys": list(provider_key_list_for_actor(actor=actor)),
+        "provider_key_form": provider_key_form or ProviderKeyForm(),
     }
     return render_page(request, actor, "web/settings/page.html", context, status=status)
+
+
+def render_settings_page(
+    request: HttpRequest, actor: Actor, *, provider_key_form: ProviderKeyForm, status: int
+) -> HttpResponse:
+    """The page again, with the provider key form and its errors (web.views.provider_keys)."""
+    return _settings_page(request, actor, provider_key_form=provider_key_form, status=status)
 
 
 @page(role=Role.ADMIN)
