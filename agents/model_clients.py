@@ -1,10 +1,11 @@
 """Chooses and configures the model client for an agent's provider (the Django side of §7)."""
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import httpx2
 from django.conf import settings
 
 from agents.models import ModelProvider
@@ -12,7 +13,7 @@ from agents.runtime.offline import OfflineModelClient
 from agents.runtime.providers import AnthropicModelClient, OpenAIModelClient
 from agents.runtime.types import ModelClient, ModelError
 from tenants.models import ProviderKey, Tenant
-from tenants.provider_keys.outbound import BaseUrlRefused, check_base_url
+from tenants.provider_keys.outbound import BaseUrlRefused, PinnedTransport, check_base_url
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +27,10 @@ class ProviderNotConfigured(Exception):
 
 @dataclass(frozen=True)
 class ProviderAccess:
-    api_key: str
+    api_key: str = field(repr=False)
     base_url: str | None
+    # A tenant's own base URL: the address the SSRF guard checked, where connections go.
+    pinned_address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,14 @@ def provider_key_access(provider_key: ProviderKey) -> ProviderAccess:
     time (DNS answers change), or the platform's."""
     if provider_key.base_url:
         try:
-            check_base_url(provider_key.base_url)
+            address = check_base_url(provider_key.base_url)
         except BaseUrlRefused as refusal:
             raise ProviderNotConfigured(f"The tenant's {provider_key.provider} key: {refusal}") from None
+        return ProviderAccess(
+            api_key=provider_key.api_key, base_url=provider_key.base_url, pinned_address=address
+        )
     _, platform_base_url = _platform_access(provider_key.provider)
-    return ProviderAccess(api_key=provider_key.api_key, base_url=provider_key.base_url or platform_base_url)
+    return ProviderAccess(api_key=provider_key.api_key, base_url=platform_base_url)
 
 
 def _platform_access(provider: str) -> tuple[str, str | None]:
@@ -74,27 +80,33 @@ def model_client_for(*, tenant: Tenant, agent_config: dict[str, Any]) -> ModelCl
     if provider == ModelProvider.OFFLINE:
         return OfflineModelClient()
     access = provider_access(tenant=tenant, provider=provider)
-    return _hosted_client(
-        provider, access.api_key, access.base_url, settings.MODEL_MAX_RETRIES, settings.MODEL_TIMEOUT_SECONDS
-    )
+    return _hosted_client(provider, access, settings.MODEL_MAX_RETRIES, settings.MODEL_TIMEOUT_SECONDS)
 
 
 @lru_cache(maxsize=64)
 def _hosted_client(
-    provider: str, api_key: str, base_url: str | None, max_retries: int, timeout_seconds: float
+    provider: str, access: ProviderAccess, max_retries: int, timeout_seconds: float
 ) -> ModelClient:
     """One SDK client per process and credentials: building one loads the CA bundle (~20 ms),
     and a kept client reuses its connections between runs. The SDK clients are thread-safe.
-    A replaced key is other credentials, so the next run builds a client with it."""
-    return _new_client(provider, api_key, base_url, max_retries=max_retries, timeout_seconds=timeout_seconds)
+    A replaced key, or a base URL that now resolves elsewhere, is other access: the next run
+    builds a client for it."""
+    return _new_client(provider, access, max_retries=max_retries, timeout_seconds=timeout_seconds)
 
 
 def _new_client(
-    provider: str, api_key: str, base_url: str | None, *, max_retries: int, timeout_seconds: float
+    provider: str, access: ProviderAccess, *, max_retries: int, timeout_seconds: float
 ) -> AnthropicModelClient | OpenAIModelClient:
     client_class = AnthropicModelClient if provider == ModelProvider.ANTHROPIC else OpenAIModelClient
+    transport = None
+    if access.base_url and access.pinned_address:
+        transport = PinnedTransport(host=httpx2.URL(access.base_url).host, address=access.pinned_address)
     return client_class(
-        api_key=api_key, base_url=base_url, max_retries=max_retries, timeout_seconds=timeout_seconds
+        api_key=access.api_key,
+        base_url=access.base_url,
+        max_retries=max_retries,
+        timeout_seconds=timeout_seconds,
+        transport=transport,
     )
 
 
@@ -109,11 +121,7 @@ def provider_key_check(*, provider_key: ProviderKey) -> ProviderKeyCheck:
     except ProviderNotConfigured as error:
         return ProviderKeyCheck(is_working=False, message=str(error))
     client = _new_client(
-        provider_key.provider,
-        access.api_key,
-        access.base_url,
-        max_retries=0,
-        timeout_seconds=PROVIDER_CHECK_TIMEOUT_SECONDS,
+        provider_key.provider, access, max_retries=0, timeout_seconds=PROVIDER_CHECK_TIMEOUT_SECONDS
     )
     try:
         client.check_access()

@@ -420,6 +420,38 @@ def test_a_base_url_that_became_private_is_refused_when_tested_and_used(
     assert fake_model.model_list_requests == [] and fake_model.requests == []
 
 
+def test_connections_go_to_the_checked_address_of_the_base_url(
+    cast: Cast,
+    alice_api: APIClient,
+    fake_model: FakeModelServer,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A name that resolves nowhere, checked with a resolver that resolves it to the fake server:
+    # only connections pinned to the checked address can reach it.
+    port = int(fake_model.url.rsplit(":", 1)[1])
+    settings.PROVIDER_ALLOWED_PRIVATE_HOSTS = ["models.invalid"]
+    resolved: list[tuple[str, int]] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        resolved.append((host, port))
+        return ["127.0.0.1"]
+
+    monkeypatch.setattr("tenants.provider_keys.outbound.system_resolver", resolver)
+    fake_model.set_default(Turn(text="pinned"))
+    key_id = add_key(alice_api, base_url=f"http://models.invalid:{port}").json()["id"]
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
+
+    tested = alice_api.post(f"{URL}{key_id}/test/").json()
+    run = run_once(alice_api, agent.pk, "hello")
+
+    assert tested == {"is_working": True, "message": "The key works: the provider accepted it."}
+    assert run.status == "completed"
+    assert fake_model.model_list_requests[0].headers["host"] == f"models.invalid:{port}"
+    assert fake_model.requests[0].headers["host"] == f"models.invalid:{port}"
+    assert resolved == [("models.invalid", port)] * 3  # stored, tested, used
+
+
 # The runtime uses the tenant's key, and a replaced one from the next run on
 
 

@@ -4,10 +4,14 @@ A tenant's base URL must resolve only to public addresses and use https, unless 
 listed its host in ``PROVIDER_ALLOWED_PRIVATE_HOSTS`` (an Ollama or vLLM on the intranet;
 plain http is accepted there). The platform's own ``*_BASE_URL`` settings are the
 operator's and are not checked.
+
+The SDK's connections then go to the checked address (``PinnedTransport``), never to the
+name again: a DNS answer that changes after the check (DNS rebinding) cannot move them.
 """
 
 import logging
 
+import httpx2
 from django.conf import settings
 
 from core.errors import ToolError
@@ -30,8 +34,9 @@ class BaseUrlRefused(Exception):
         super().__init__(BASE_URL_REFUSED)
 
 
-def check_base_url(url: str) -> None:
-    """Raise ``BaseUrlRefused`` unless requests to ``url`` may leave the platform."""
+def check_base_url(url: str) -> str:
+    """The address to connect to for ``url``; ``BaseUrlRefused`` unless requests to it may leave
+    the platform."""
     allowlist = PrivateHostAllowlist.parse(getattr(settings, "PROVIDER_ALLOWED_PRIVATE_HOSTS", []))
     try:
         parsed = checked_url(url)
@@ -45,3 +50,29 @@ def check_base_url(url: str) -> None:
         # The key would cross the internet in clear text.
         logger.info("provider base URL %s refused: plain http to a public address", url)
         raise BaseUrlRefused()
+    return str(addresses[0])
+
+
+class PinnedTransport(httpx2.BaseTransport):
+    """Sends every request for ``host`` to ``address``; requests for any other host are refused.
+
+    Redirects the SDK follows are requests like any other: one to another host fails here.
+    """
+
+    def __init__(self, *, host: str, address: str) -> None:
+        self.host = host
+        self.address = address
+        # No proxies from the environment: they would route around the pinned address.
+        self.inner = httpx2.HTTPTransport(trust_env=False)
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.host != self.host:
+            raise httpx2.ConnectError(f"refused: {request.url.host} is not the checked host", request=request)
+        # The Host header was set from the original URL when the request was built.
+        request.url = request.url.copy_with(host=self.address)
+        if request.url.scheme == "https":
+            request.extensions = {**request.extensions, "sni_hostname": self.host}
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
