@@ -358,11 +358,24 @@ WORKSPACE_MAX_FILES = env_int("WORKSPACE_MAX_FILES", 500)
 HTTP_TOOL_MAX_RESPONSE_BYTES = env_int("HTTP_TOOL_MAX_RESPONSE_BYTES", 2_000_000)
 HTTP_TOOL_MAX_RESPONSE_CHARS = env_int("HTTP_TOOL_MAX_RESPONSE_CHARS", 20_000)
 
+# --- Tenant provider keys ----------------------------------------------------------------------
+# A tenant's own base URL must be a public https address, except on the private hosts listed
+# here (names, addresses or networks, as for MCP_ALLOWED_PRIVATE_HOSTS), e.g. an intranet Ollama.
+PROVIDER_ALLOWED_PRIVATE_HOSTS = env_list("PROVIDER_ALLOWED_PRIVATE_HOSTS", [])
+
 # --- MCP servers -------------------------------------------------------------------------------
 # stdio servers run a command on the worker host: off unless the operator enables them.
 MCP_ALLOW_STDIO = env_bool("MCP_ALLOW_STDIO", False)
-# MCP servers often live inside the operator's network; set false to refuse private addresses.
-MCP_ALLOW_PRIVATE_NETWORKS = env_bool("MCP_ALLOW_PRIVATE_NETWORKS", True)
+# MCP servers are held to the same guard as web_fetch: public addresses only, except the
+# private hosts listed here (names, addresses or networks such as 10.20.0.0/16).
+MCP_ALLOWED_PRIVATE_HOSTS = env_list("MCP_ALLOWED_PRIVATE_HOSTS", [])
+if env_bool("MCP_ALLOW_PRIVATE_NETWORKS", False):
+    # It let every tenant admin reach the host's network; silently ignoring it would break
+    # the deployments that relied on it without saying why.
+    raise ImproperlyConfigured(
+        "MCP_ALLOW_PRIVATE_NETWORKS was removed: "
+        "list the private MCP hosts to allow in MCP_ALLOWED_PRIVATE_HOSTS"
+    )
 MCP_DEGRADED_LATENCY_MS = env_int("MCP_DEGRADED_LATENCY_MS", 2000)
 
 # --- i18n, static ----------------------------------------------------------------------

@@ -11,6 +11,7 @@ from memory.api import AgentMemoryViewSet, MemoryViewSet, SessionMemoryExtractio
 from sessions.api import RunViewSet, SessionViewSet
 from sessions.compaction_api import SessionCompactionViewSet
 from sessions.sse import run_event_stream, session_event_stream, with_event_stream
+from tenants.provider_keys.api import ProviderKeyViewSet
 from tools.api import AgentToolsViewSet, ToolViewSet
 
 router = SimpleRouter()
@@ -20,6 +21,7 @@ router.register("runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("mcp-servers", McpServerViewSet, basename="mcp-server")
 router.register("memories", MemoryViewSet, basename="memory")
+router.register("provider-keys", ProviderKeyViewSet, basename="provider-key")
 
 api_v1: list[URLPattern | URLResolver] = [
     # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.

@@ -131,6 +131,47 @@ class AddressPolicy:
 # Looked up at call time, so tests can swap it for one with a fake resolver.
 DEFAULT_POLICY = AddressPolicy()
 
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class PrivateHostAllowlist:
+    """Non-public hosts an operator lets one kind of outbound call reach, and nothing else.
+
+    Entries are host names (matched exactly, case-insensitively, in their ASCII form),
+    addresses (``10.0.0.5``, ``[::1]``) or networks (``10.20.0.0/16``). A listed name may
+    resolve to any address; any other host must resolve only to public addresses or to
+    listed ones.
+    """
+
+    names: frozenset[str] = frozenset()
+    networks: tuple[IPNetwork, ...] = ()
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> "PrivateHostAllowlist":
+        names: set[str] = set()
+        networks: list[IPNetwork] = []
+        for entry in entries:
+            text = entry.strip().lower().rstrip(".")
+            if not text:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(text.removeprefix("[").removesuffix("]"), strict=False))
+            except ValueError:
+                names.add(text)
+        return cls(names=frozenset(names), networks=tuple(networks))
+
+    def policy_for(self, url: str | httpx.URL, *, resolver: Resolver = system_resolver) -> AddressPolicy:
+        """The policy for one URL: everything allowed for a listed name, listed networks otherwise."""
+        host = _ascii_host(checked_url(url)).lower().rstrip(".")
+        if host in self.names:
+            return AddressPolicy(resolver=resolver, allow=lambda address: True)
+        networks = self.networks
+        return AddressPolicy(
+            resolver=resolver,
+            allow=lambda address: any(address in network for network in networks),
+        )
+
 
 def checked_url(url: str | httpx.URL) -> httpx.URL:
     """Parse ``url`` and refuse anything but plain http(s) URLs with a host."""

@@ -5,6 +5,12 @@ SDK client in its own event loop (``anyio.run``): connect, ``initialize``, one l
 call, disconnect. Every step is bounded by the server's timeouts, and every failure
 (refused connection, timeout, HTTP 401, protocol error) becomes ``McpUnavailable`` or a
 tool error result: a broken server never crashes the run that uses it.
+
+HTTP servers are reached only through the SSRF guard (``mcp_servers.outbound``). Tenants
+learn only that a server could not be reached (``COULD_NOT_CONNECT``), never why: a
+refused address, a closed port, a silent one and a web server that is not MCP all read
+the same, so the check cannot map the network; the server log has the details. Nothing
+a server answers is echoed, except the status of a refused credential.
 """
 
 import asyncio
@@ -31,7 +37,7 @@ from pydantic import ValidationError
 
 from mcp_servers.content import content_as_text
 from mcp_servers.models import McpServer, McpTransport
-from mcp_servers.outbound import OutboundRefused, PinnedTransport, checked_public_address
+from mcp_servers.outbound import OutboundRefused, PinnedTransport, checked_address
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +47,7 @@ STDERR_TAIL_CHARS = 1_000
 # Closing a connection (DELETE of the HTTP session, stopping a stdio process) gets this
 # much time on top of the server's own timeouts before the whole call is abandoned.
 TEARDOWN_GRACE_SECONDS = 5.0
+COULD_NOT_CONNECT = "could not connect to the server"
 
 ResultT = TypeVar("ResultT")
 
@@ -94,7 +101,7 @@ class Connection:
     connect_timeout_seconds: float
     call_timeout_seconds: float
     secrets: tuple[str, ...] = field(repr=False)
-    # Set when private networks are off limits: the checked address every request goes to.
+    # For HTTP transports: the address the guard checked, where every request goes.
     pinned_address: str = ""
 
     @classmethod
@@ -163,12 +170,11 @@ def _connection_for(server: McpServer) -> Connection:
         if not getattr(settings, "MCP_ALLOW_STDIO", False):
             raise McpUnavailable("stdio servers are disabled on this installation (MCP_ALLOW_STDIO)")
         return connection
-    if getattr(settings, "MCP_ALLOW_PRIVATE_NETWORKS", True):
-        return connection
     try:
-        return dataclasses.replace(connection, pinned_address=checked_public_address(connection.url))
+        return dataclasses.replace(connection, pinned_address=checked_address(connection.url))
     except OutboundRefused as error:
-        raise McpUnavailable(str(error)) from None
+        _log_failure(connection, str(error))
+        raise McpUnavailable(COULD_NOT_CONNECT) from None
 
 
 def _run_bounded(connection: Connection, operation: Callable[[ClientSession], Awaitable[ResultT]]) -> ResultT:
@@ -184,7 +190,28 @@ def _run_bounded(connection: Connection, operation: Callable[[ClientSession], Aw
             message = _describe_failure(error, connection)
             if errlog is not None:
                 message = _with_stderr_tail(message, errlog)
-            raise McpUnavailable(connection.scrub(message)) from None
+            message = connection.scrub(message)
+            if connection.transport == McpTransport.STDIO:
+                # A command the operator allowed and an admin configured: its own words help.
+                raise McpUnavailable(message) from None
+            _log_failure(connection, message)
+            raise McpUnavailable(_tenant_message(error)) from None
+
+
+def _tenant_message(error: Exception) -> str:
+    """What a tenant may learn of an HTTP server's failure: a refused credential, else nothing."""
+    leaves = list(_leaf_exceptions(error))
+    for leaf in leaves:
+        if isinstance(leaf, McpUnavailable):  # our own words: a call that outlived its timeout
+            return leaf.message
+    for leaf in leaves:
+        if isinstance(leaf, HttpRefused):
+            return f"the server answered HTTP {leaf.status_code}: check the token and headers"
+    return COULD_NOT_CONNECT
+
+
+def _log_failure(connection: Connection, message: str) -> None:
+    logger.info("MCP server %s at %s: %s", connection.server_name, connection.url, message)
 
 
 def _run_in_own_event_loop(function: Callable[..., Awaitable[ResultT]], *args: Any) -> ResultT:
@@ -214,7 +241,7 @@ async def _session_run(
                 with anyio.fail_after(connect_timeout):
                     await session.initialize()
             except TimeoutError:
-                raise McpUnavailable(f"no answer to initialize within {connect_timeout:g} s") from None
+                raise InitializeTimeout(f"no answer to initialize within {connect_timeout:g} s") from None
             try:
                 with anyio.fail_after(call_timeout):
                     return await operation(session)
@@ -276,6 +303,10 @@ def _http_client(connection: Connection, timeout: httpx2.Timeout | None) -> http
     )
 
 
+class InitializeTimeout(Exception):
+    """No answer to ``initialize``: told to tenants as any other failure to connect, for HTTP servers."""
+
+
 class HttpRefused(Exception):
     def __init__(self, status_code: int, reason: str) -> None:
         super().__init__(f"HTTP {status_code} {reason}".strip())
@@ -329,10 +360,10 @@ def _leaf_exceptions(error: BaseException) -> Iterator[BaseException]:
 def _describe_failure(error: Exception, connection: Connection) -> str:
     leaves = list(_leaf_exceptions(error))
     # The most telling leaf first: a refused credential explains the errors it caused.
-    for kind in (McpUnavailable, HttpRefused):
+    for kind in (McpUnavailable, HttpRefused, InitializeTimeout):
         for leaf in leaves:
             if isinstance(leaf, kind):
-                return leaf.message if isinstance(leaf, McpUnavailable) else f"{leaf} from {connection.url}"
+                return f"{leaf} from {connection.url}" if isinstance(leaf, HttpRefused) else str(leaf)
     leaf = leaves[0]
     target = connection.command if connection.transport == McpTransport.STDIO else connection.url
     if isinstance(leaf, httpx2.ConnectError):

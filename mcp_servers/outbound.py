@@ -1,30 +1,31 @@
-"""Outbound connections to MCP servers when private networks are off limits.
+"""Outbound connections to MCP servers, held to the same guard as ``web_fetch``.
 
-With ``MCP_ALLOW_PRIVATE_NETWORKS`` off, the server's host is resolved and checked by
-``core.ssrf`` (every address public), and the connection is pinned to the checked
-address: requests go to that IP with the name in the ``Host`` header and, for https, as
-TLS SNI, so a DNS answer that changes after the check (DNS rebinding) cannot redirect
-the connection. The SDK only follows redirects within the endpoint's origin, so every
-request goes to the pinned host.
+The server's host is resolved and checked by ``core.ssrf``: every address must be public,
+unless the operator listed the host in ``MCP_ALLOWED_PRIVATE_HOSTS``. The connection is
+then pinned to the checked address: requests go to that IP with the name in the ``Host``
+header and, for https, as TLS SNI, so a DNS answer that changes after the check (DNS
+rebinding) cannot redirect the connection. The SDK only follows redirects within the
+endpoint's origin, so every request goes to the pinned host.
 """
 
 import httpx2
+from django.conf import settings
 
-from core.ssrf import AddressPolicy, resolve_and_check
-from tools.builtins.base import ToolError
-
-# Every non-public address refused, whatever the web tools' own setting says.
-PUBLIC_ONLY = AddressPolicy(allow=lambda address: False)
+from core.errors import ToolError
+from core.ssrf import PrivateHostAllowlist, resolve_and_check, system_resolver
 
 
 class OutboundRefused(Exception):
-    """The URL may not be reached; the message says why."""
+    """The URL may not be reached, or its host could not be resolved; the message says why."""
 
 
-def checked_public_address(url: str) -> str:
-    """The address to connect to for ``url``, once every address of its host is public."""
+def checked_address(url: str) -> str:
+    """The address to connect to for ``url``, once every address of its host passed the guard."""
+    allowlist = PrivateHostAllowlist.parse(getattr(settings, "MCP_ALLOWED_PRIVATE_HOSTS", []))
     try:
-        addresses = resolve_and_check(url, policy=PUBLIC_ONLY)
+        # system_resolver is looked up here, at call time, so tests can swap it.
+        policy = allowlist.policy_for(url, resolver=system_resolver)
+        addresses = resolve_and_check(url, policy=policy)
     except ToolError as error:  # core.ssrf's refusals and resolution failures
         raise OutboundRefused(str(error)) from None
     return str(addresses[0])

@@ -306,7 +306,9 @@ def run_approve(
     if approval is None:
         raise ValidationError({"tool_call_id": ["No approval is pending for this tool call."]})
     if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
-        raise ValidationError({"tool_call_id": [f"This run is {run.status}: it no longer waits for a decision."]})
+        raise ValidationError(
+            {"tool_call_id": [f"This run is {run.status}: it no longer waits for a decision."]}
+        )
     if not approval_decide(approval=approval, decision=decision, reason=reason, decided_by=actor.user):
         raise ValidationError({"tool_call_id": [f"This tool call was already {approval.status}."]})
     run.refresh_from_db()

@@ -101,14 +101,17 @@ class ApiKey(models.Model):
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 
+class KeyProvider(models.TextChoices):
+    ANTHROPIC = "anthropic", "Anthropic"
+    OPENAI = "openai", "OpenAI-compatible"
+
+
 class ProviderKey(models.Model):
     """A tenant's own model-provider key, used instead of the platform's. Encrypted at rest."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="provider_keys")
-    provider = models.CharField(
-        max_length=20, choices=[("anthropic", "Anthropic"), ("openai", "OpenAI-compatible")]
-    )
+    provider = models.CharField(max_length=20, choices=KeyProvider.choices)
     api_key = EncryptedTextField()
     base_url = models.URLField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

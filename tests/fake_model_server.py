@@ -4,6 +4,8 @@ It speaks real HTTP/1.1 and server-sent events on 127.0.0.1, so the official SDK
 against it. Tests script the model's turns; see ``FakeModelServer``. Run standalone for benchmarks:
 ``python tests/fake_model_server.py --port 0 --default-text "Hello"`` prints the base URL.
 Anthropic's ``/v1/messages/count_tokens`` answers deterministically (``anthropic_token_count``).
+``GET /v1/models`` lists one model, in the format of the API the request's headers name. With
+``accept_api_keys``, a request with any other key is answered 401 as the real APIs do.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ OPENAI_MID_STREAM_ERROR = {
 }
 CHUNKED_BODY_END = b"0\r\n\r\n"
 COUNT_TOKENS_PATH_SUFFIX = "/messages/count_tokens"
+MODELS_PATH_SUFFIX = "/models"
+FAKE_MODEL_ID = "fake-model"
 # The parts of a Messages request that count as input, as the token-counting endpoint takes them.
 COUNTED_FIELDS = ("system", "messages", "tools")
 
@@ -386,11 +390,39 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: the fake runs inside test and benchmark output."""
 
+    def do_GET(self) -> None:
+        fake = self.server.fake
+        recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, {})
+        api: Api = "anthropic" if "anthropic-version" in recorded.headers else "openai"
+        if not self.path.split("?", 1)[0].endswith(MODELS_PATH_SUFFIX):
+            self._send_json(404, {"error": {"type": "not_found_error", "message": f"no route {self.path}"}})
+            return
+        fake._record_model_list(recorded)
+        if not fake._is_accepted(recorded):
+            self._send_error(api, Turn(error_status=401))
+            return
+        if api == "anthropic":
+            model: JsonObject = {
+                "type": "model",
+                "id": FAKE_MODEL_ID,
+                "display_name": "Fake model",
+                "created_at": "2025-01-01T00:00:00Z",
+            }
+            self._send_json(
+                200, {"data": [model], "has_more": False, "first_id": FAKE_MODEL_ID, "last_id": FAKE_MODEL_ID}
+            )
+        else:
+            model = {"id": FAKE_MODEL_ID, "object": "model", "created": 0, "owned_by": "tests"}
+            self._send_json(200, {"object": "list", "data": [model]})
+
     def do_POST(self) -> None:
         raw_body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()
         body = json.loads(raw_body) if raw_body else {}
         fake = self.server.fake
         recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        if not fake._is_accepted(recorded):
+            self._send_error(_api_for_path(self.path) or "anthropic", Turn(error_status=401))
+            return
         if self.path.split("?", 1)[0].endswith(COUNT_TOKENS_PATH_SUFFIX):
             fake._record_token_count(recorded)
             self._send_token_count(body, error_status=fake._token_count_error_status)
@@ -538,6 +570,8 @@ class FakeModelServer:
         self._requests: list[RecordedRequest] = []
         self._token_count_requests: list[RecordedRequest] = []
         self._token_count_error_status: int | None = None
+        self._model_list_requests: list[RecordedRequest] = []
+        self._accepted_api_keys: frozenset[str] | None = None
         self._closed_streams = 0
         self._connections: set[socket.socket] = set()
         self._is_stopping = threading.Event()
@@ -614,9 +648,16 @@ class FakeModelServer:
         with self._lock:
             self._token_count_error_status = status
 
-    def reset(self) -> None:
-        """Forget scripts, the default turn, recorded requests and counters."""
+    def accept_api_keys(self, *keys: str) -> None:
+        """Answer 401 to requests whose API key is not one of ``keys`` (none given: accept any)."""
         with self._lock:
+            self._accepted_api_keys = frozenset(keys) if keys else None
+
+    def reset(self) -> None:
+        """Forget scripts, the default turn, accepted keys, recorded requests and counters."""
+        with self._lock:
+            self._model_list_requests.clear()
+            self._accepted_api_keys = None
             self._matched_scripts.clear()
             self._script.clear()
             self._default = None
@@ -637,6 +678,12 @@ class FakeModelServer:
         """Requests to the token-counting endpoint, kept apart from ``requests`` (model calls)."""
         with self._lock:
             return list(self._token_count_requests)
+
+    @property
+    def model_list_requests(self) -> list[RecordedRequest]:
+        """``GET …/models`` requests, kept apart from ``requests`` (model calls)."""
+        with self._lock:
+            return list(self._model_list_requests)
 
     @property
     def closed_streams(self) -> int:
@@ -670,6 +717,19 @@ class FakeModelServer:
         with self._lock:
             if self._is_recording:
                 self._token_count_requests.append(request)
+
+    def _record_model_list(self, request: RecordedRequest) -> None:
+        with self._lock:
+            if self._is_recording:
+                self._model_list_requests.append(request)
+
+    def _is_accepted(self, request: RecordedRequest) -> bool:
+        with self._lock:
+            accepted = self._accepted_api_keys
+        if accepted is None:
+            return True
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+        return request.headers.get("x-api-key", bearer) in accepted
 
     def _count_closed_stream(self) -> None:
         with self._changed:

@@ -94,6 +94,23 @@ def test_production_start_up_names_the_missing_variable(missing: str, tmp_path: 
     assert f"{missing} is not set. It is required when DEBUG is off" in result.stderr
 
 
+@pytest.mark.parametrize(("value", "is_refused"), [("true", True), ("false", False)])
+def test_the_removed_mcp_private_networks_switch_stops_start_up_when_on(
+    value: str, is_refused: bool, tmp_path: Path
+) -> None:
+    env = {"PATH": os.environ["PATH"], "AGENTRY_DATA_DIR": str(tmp_path), "MCP_ALLOW_PRIVATE_NETWORKS": value}
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    message = (
+        "MCP_ALLOW_PRIVATE_NETWORKS was removed: "
+        "list the private MCP hosts to allow in MCP_ALLOWED_PRIVATE_HOSTS"
+    )
+    assert (result.returncode != 0, message in result.stderr) == (is_refused, is_refused)
+
+
 @pytest.mark.django_db
 def test_create_tenant_prints_the_key_alone_on_the_last_line() -> None:
     output = StringIO()

@@ -9,6 +9,7 @@ from web.views import (
     invitations,
     mcp,
     memories,
+    provider_keys,
     runs,
     settings,
     tools,
@@ -90,4 +91,15 @@ urlpatterns = [
     path("settings/api-keys/", settings.api_key_create_view, name="api-key-create"),
     path("settings/api-keys/<str:api_key_id>/revoke/", settings.api_key_revoke_view, name="api-key-revoke"),
     path("settings/limits/", settings.limits_view, name="limits"),
+    path("settings/provider-keys/", provider_keys.provider_key_save_view, name="provider-key-save"),
+    path(
+        "settings/provider-keys/<str:provider_key_id>/test/",
+        provider_keys.provider_key_test_view,
+        name="provider-key-test",
+    ),
+    path(
+        "settings/provider-keys/<str:provider_key_id>/delete/",
+        provider_keys.provider_key_delete_view,
+        name="provider-key-delete",
+    ),
 ]

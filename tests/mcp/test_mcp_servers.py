@@ -1,6 +1,7 @@
 """MCP servers end to end: real SDK servers over streamable HTTP, SSE and stdio, driven through the API."""
 
 import json
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -13,7 +14,6 @@ from django.test import Client
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
-from core.ssrf import AddressPolicy
 from mcp_servers.client import Connection, ToolCallResult, call_server_tool, list_server_tools
 from mcp_servers.content import content_as_text
 from mcp_servers.health import (
@@ -26,6 +26,7 @@ from mcp_servers.health import (
 from mcp_servers.models import McpServer
 from mcp_servers.tool_names import mcp_tool_public_name
 from tests.conftest import Cast
+from tests.mcp.conftest import NOT_MCP_BODY
 from tests.mcp.servers import DemoHttpServer
 from tools.models import Tool
 
@@ -280,36 +281,43 @@ def test_wrong_token_is_checked_down_with_the_error(alice_api: APIClient, demo: 
     result = check(alice_api, body["id"]).json()
     server = McpServer.objects.get(pk=body["id"])
 
+    message = "the server answered HTTP 401: check the token and headers"
     assert result["health_status"] == "down"
-    assert result["last_error"] == f"HTTP 401 Unauthorized from {demo.url}"
+    assert result["last_error"] == message
     assert result["latency_ms"] is None
     assert result["tools"] == []
-    assert (server.health_status, server.last_error) == ("down", f"HTTP 401 Unauthorized from {demo.url}")
+    assert (server.health_status, server.last_error) == ("down", message)
     assert call_server_tool(server, "add", {"a": 1, "b": 2}) == ToolCallResult(
-        text=f"MCP server demo is unavailable: HTTP 401 Unauthorized from {demo.url}", is_error=True
+        text=f"MCP server demo is unavailable: {message}", is_error=True
     )
 
 
-def test_stopped_server_is_checked_down_and_keeps_its_tools(alice_api: APIClient) -> None:
+def test_stopped_server_is_checked_down_and_keeps_its_tools(
+    alice_api: APIClient, caplog: pytest.LogCaptureFixture
+) -> None:
     with DemoHttpServer() as short_lived:
         body = register_demo(alice_api, short_lived)
         healthy = check(alice_api, body["id"]).json()
     url = short_lived.url
 
-    down = check(alice_api, body["id"]).json()
+    with caplog.at_level(logging.INFO, logger="mcp_servers.client"):
+        down = check(alice_api, body["id"]).json()
     server = McpServer.objects.get(pk=body["id"])
     call = call_server_tool(server, "add", {"a": 1, "b": 2})
 
     assert healthy["health_status"] == "healthy"
     assert down["health_status"] == "down"
-    assert down["last_error"] == f"cannot connect to {url}: All connection attempts failed"
-    assert server.last_error == f"cannot connect to {url}: All connection attempts failed"
+    assert down["last_error"] == "could not connect to the server"
+    assert server.last_error == "could not connect to the server"
     assert [tool["name"] for tool in down["tools"]] == DEMO_TOOLS
     assert down["changes"] == {"added": [], "changed": [], "removed": [], "issues": []}
     assert call == ToolCallResult(
-        text=f"MCP server demo is unavailable: cannot connect to {url}: All connection attempts failed",
-        is_error=True,
+        text="MCP server demo is unavailable: could not connect to the server", is_error=True
     )
+    # The operator still learns why.
+    assert f"MCP server demo at {url}: cannot connect to {url}: All connection attempts failed" in [
+        record.getMessage() for record in caplog.records
+    ]
 
 
 def test_added_changed_and_removed_tools_follow_the_server(
@@ -388,33 +396,92 @@ def test_a_call_is_bounded_by_the_servers_call_timeout(alice_api: APIClient, dem
     assert elapsed < 5
 
 
-def test_private_addresses_are_refused_when_the_setting_says_so(
-    alice_api: APIClient, demo: DemoHttpServer, settings: Any
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1", "[::1]", "169.254.169.254", "10.1.2.3", "192.168.0.10", "[::ffff:127.0.0.1]", "0.0.0.0"],
+)
+def test_private_addresses_are_refused_with_one_message_unless_the_operator_allowed_them(
+    alice_api: APIClient, settings: Any, caplog: pytest.LogCaptureFixture, host: str
 ) -> None:
-    settings.MCP_ALLOW_PRIVATE_NETWORKS = False
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = []
+    body = register(
+        alice_api, name="internal", transport="streamable_http", url=f"http://{host}:8000/mcp", token="t0ken"
+    ).json()
+    server = McpServer.objects.get(pk=body["id"])
+
+    with caplog.at_level(logging.INFO, logger="mcp_servers.client"):
+        result = check(alice_api, body["id"]).json()
+    call = call_server_tool(server, "add", {"a": 1, "b": 2})
+
+    assert (result["health_status"], result["last_error"]) == ("down", "could not connect to the server")
+    assert call == ToolCallResult(
+        text="MCP server internal is unavailable: could not connect to the server", is_error=True
+    )
+    assert f"MCP server internal at http://{host}:8000/mcp: refused: " in caplog.records[0].getMessage()
+
+
+def test_a_name_that_resolves_to_a_private_address_is_refused_with_the_same_message(
+    alice_api: APIClient, settings: Any, monkeypatch: pytest.MonkeyPatch, demo: DemoHttpServer
+) -> None:
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = []
+    monkeypatch.setattr("mcp_servers.outbound.system_resolver", lambda host, port: ["127.0.0.1"])
+    body = register_demo(alice_api, demo, url=f"http://mcp.invalid:{demo.port}/mcp")
+
+    result = check(alice_api, body["id"]).json()
+
+    assert (result["health_status"], result["last_error"]) == ("down", "could not connect to the server")
+
+
+@pytest.mark.parametrize("allowed", [["127.0.0.1"], ["127.0.0.0/8"], ["10.0.0.1", " 127.0.0.1 "]])
+def test_the_operator_can_allow_a_private_host_by_address_or_network(
+    alice_api: APIClient, demo: DemoHttpServer, settings: Any, allowed: list[str]
+) -> None:
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = allowed
     body = register_demo(alice_api, demo)
 
     result = check(alice_api, body["id"]).json()
 
-    assert result["health_status"] == "down"
-    assert result["last_error"] == "refused: 127.0.0.1 is a loopback address"
+    assert result["health_status"] == "healthy", result["last_error"]
 
 
-def test_connections_go_to_the_checked_address_when_private_networks_are_refused(
+def test_allowing_one_private_host_does_not_allow_another(
+    alice_api: APIClient, demo: DemoHttpServer, settings: Any
+) -> None:
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = ["10.0.0.1", "mcp.internal", "192.168.0.0/16"]
+    body = register_demo(alice_api, demo)
+
+    result = check(alice_api, body["id"]).json()
+
+    assert (result["health_status"], result["last_error"]) == ("down", "could not connect to the server")
+
+
+def test_a_port_that_is_not_an_mcp_server_reads_like_a_closed_one(
+    alice_api: APIClient, demo: DemoHttpServer, live_text_server: str
+) -> None:
+    # A web server answering with its own page must not have that page echoed, nor be told
+    # apart from a port where nothing listens.
+    body = register(alice_api, name="web", transport="streamable_http", url=live_text_server).json()
+
+    response = check(alice_api, body["id"])
+    result = response.json()
+
+    assert (result["health_status"], result["last_error"]) == ("down", "could not connect to the server")
+    assert NOT_MCP_BODY.decode() not in response.content.decode()
+
+
+def test_connections_go_to_the_checked_address_of_an_allowed_name(
     alice_api: APIClient, demo: DemoHttpServer, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A name that resolves nowhere, checked by a policy that resolves it to the demo
+    # A name that resolves nowhere, checked with a resolver that resolves it to the demo
     # server: only a connection pinned to the checked address can reach it.
-    settings.MCP_ALLOW_PRIVATE_NETWORKS = False
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = ["MCP.invalid"]
     resolved: list[tuple[str, int]] = []
 
     def resolver(host: str, port: int) -> list[str]:
         resolved.append((host, port))
         return ["127.0.0.1"]
 
-    monkeypatch.setattr(
-        "mcp_servers.outbound.PUBLIC_ONLY", AddressPolicy(resolver=resolver, allow=lambda _: True)
-    )
+    monkeypatch.setattr("mcp_servers.outbound.system_resolver", resolver)
     body = register_demo(alice_api, demo, url=f"http://mcp.invalid:{demo.port}/mcp")
 
     result = check(alice_api, body["id"]).json()

@@ -389,3 +389,78 @@ def test_https_to_a_pinned_address_verifies_the_certificate_for_the_name(
     assert str(failed.value).startswith("TLS with impostor.test failed: ")
     assert "certificate verify failed" in str(failed.value)
     assert failed.value.is_retryable is False
+
+
+# An operator's list of allowed private hosts (MCP servers, tenant provider base URLs)
+
+
+ALLOWLIST = ssrf.PrivateHostAllowlist.parse(["MCP.Internal.", "10.20.0.0/16", "[::1]", " ", "192.168.1.7"])
+ALLOWLIST_NAMES = fake_resolver(
+    {
+        "mcp.internal": ["10.99.0.1"],
+        "other.internal": ["10.20.3.4"],
+        "mixed.internal": ["10.20.3.4", "10.99.0.1"],
+        "elsewhere.internal": ["10.99.0.1"],
+        "example.com": ["93.184.216.34"],
+    }
+)
+
+
+def test_an_allowlist_parses_names_addresses_and_networks() -> None:
+    expected = ssrf.PrivateHostAllowlist(
+        names=frozenset({"mcp.internal"}),
+        networks=(
+            ipaddress.ip_network("10.20.0.0/16"),
+            ipaddress.ip_network("::1/128"),
+            ipaddress.ip_network("192.168.1.7/32"),
+        ),
+    )
+
+    assert expected == ALLOWLIST
+
+
+@pytest.mark.parametrize(
+    ("url", "addresses"),
+    [
+        ("http://mcp.internal/mcp", ["10.99.0.1"]),
+        ("https://MCP.INTERNAL:8443/mcp", ["10.99.0.1"]),
+        ("http://other.internal/", ["10.20.3.4"]),
+        ("http://10.20.255.1/", ["10.20.255.1"]),
+        ("http://[::1]:8000/", ["::1"]),
+        ("http://192.168.1.7/", ["192.168.1.7"]),
+        ("https://example.com/", ["93.184.216.34"]),
+    ],
+)
+def test_an_allowlist_lets_through_its_names_addresses_and_networks(url: str, addresses: list[str]) -> None:
+    policy = ALLOWLIST.policy_for(url, resolver=ALLOWLIST_NAMES)
+
+    assert resolve_and_check(url, policy=policy) == [ipaddress.ip_address(text) for text in addresses]
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "http://elsewhere.internal/",
+            "refused: elsewhere.internal resolves to 10.99.0.1, which is a private address",
+        ),
+        (
+            "http://mixed.internal/",
+            "refused: mixed.internal resolves to 10.99.0.1, which is a private address",
+        ),
+        ("http://10.21.0.1/", "refused: 10.21.0.1 is a private address"),
+        ("http://127.0.0.1/", "refused: 127.0.0.1 is a loopback address"),
+        ("http://192.168.1.8/", "refused: 192.168.1.8 is a private address"),
+        (
+            "http://169.254.169.254/",
+            "refused: 169.254.169.254 is a link-local address (cloud metadata service)",
+        ),
+    ],
+)
+def test_an_allowlist_refuses_every_other_private_address(url: str, message: str) -> None:
+    policy = ALLOWLIST.policy_for(url, resolver=ALLOWLIST_NAMES)
+
+    with pytest.raises(SsrfRefused) as refused:
+        resolve_and_check(url, policy=policy)
+
+    assert str(refused.value) == message

@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from agents.models import Agent
 from memory.models import Memory, MemoryStatus
 from sessions.models import Run
-from tenants.models import ApiKey, Membership, Role
+from tenants.models import ApiKey, Membership, ProviderKey, Role
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -103,6 +103,9 @@ def stack(
         ANTHROPIC_BASE_URL=fake_model_server.url,
         OPENAI_API_KEY="test-openai-key",
         OPENAI_BASE_URL=fake_model_server.openai_base_url,
+        # The demo MCP server and the fake model server listen here; the SSRF guard refuses it otherwise.
+        MCP_ALLOWED_PRIVATE_HOSTS="127.0.0.1",
+        PROVIDER_ALLOWED_PRIVATE_HOSTS="127.0.0.1",
     )
     live.start_server()
     live.start_worker(workers=2)
@@ -508,6 +511,47 @@ def test_tools_and_settings_pages(page: Page, cast: Cast, screenshot_dir: Path) 
     expect(page.locator("body")).not_to_contain_text(key)
     expect(page.locator("#api-keys tbody tr")).to_have_count(1)
     shoot(page, screenshot_dir, "settings")
+
+
+def test_an_owner_adds_a_provider_key_and_tests_it_against_the_fake_model_server(
+    page: Page, cast: Cast, fake_model_server: FakeModelServer
+) -> None:
+    secret = "browser-provider-key-0123456789"
+    fake_model_server.reset()
+    fake_model_server.accept_api_keys(secret)
+    try:
+        sign_in(page, "alice@a.test", "alice-password")
+        page.goto("/settings/")
+        keys = page.locator("#provider-keys")
+        keys.get_by_label("Provider").select_option("anthropic")
+        keys.get_by_label("API key").fill(secret)
+        keys.get_by_label("Base URL").fill(fake_model_server.url)
+        keys.get_by_role("button", name="Save key").click()
+
+        expect(page.locator(".toast").last).to_have_text("Anthropic key saved.")
+        row = page.locator("#provider-key-anthropic")
+        expect(row).to_contain_text("stored (hidden)")
+        expect(row).to_contain_text(fake_model_server.url)
+        expect(page.locator("body")).not_to_contain_text(secret)
+        assert secret not in page.content()
+
+        row.get_by_role("button", name="Test the Anthropic key").click()
+        expect(page.locator(".toast").last).to_have_text(
+            "Anthropic key: The key works: the provider accepted it."
+        )
+        (call,) = fake_model_server.model_list_requests
+        assert call.headers.get("x-api-key", call.headers.get("authorization")) in {
+            secret,
+            f"Bearer {secret}",
+        }
+
+        fake_model_server.accept_api_keys("a-key-the-provider-knows")
+        page.locator("#provider-key-anthropic").get_by_role("button", name="Test the Anthropic key").click()
+        expect(page.locator(".toast").last).to_have_text("Anthropic key: The provider refused this key.")
+    finally:
+        fake_model_server.reset()
+    stored = ProviderKey.objects.get(tenant=cast.tenant_a)
+    assert (stored.provider, stored.api_key, stored.base_url) == ("anthropic", secret, fake_model_server.url)
 
 
 def test_keyboard_users_can_reach_the_chat_and_send(page: Page, cast: Cast) -> None:

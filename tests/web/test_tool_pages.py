@@ -172,9 +172,16 @@ def test_policy_errors_show_inline_and_viewers_cannot_post(world: World, client_
 
 
 @pytest.fixture(scope="module")
-def demo() -> Iterator[DemoHttpServer]:
+def demo_server() -> Iterator[DemoHttpServer]:
     with DemoHttpServer() as server:
         yield server
+
+
+@pytest.fixture
+def demo(demo_server: DemoHttpServer, settings: Any) -> DemoHttpServer:
+    """The demo MCP server on 127.0.0.1, which the SSRF guard lets through only when the operator lists it."""
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = ["127.0.0.1"]
+    return demo_server
 
 
 def test_adding_an_mcp_server_checks_it_and_shows_its_tools(

@@ -17,9 +17,11 @@ from tenants.invitations import (
     invitation_revoke,
 )
 from tenants.models import Role
+from tenants.provider_keys.selectors import provider_key_list_for_actor
 from tenants.services import api_key_create, api_key_revoke
 from web.access import page, render_page, require_role
 from web.forms.common import apply_service_errors
+from web.forms.provider_keys import ProviderKeyForm
 from web.forms.settings import ApiKeyForm, MemberAddForm, MemberRoleForm, TenantLimitsForm
 from web.responses import error_text
 from web.selectors import api_key_get_for_actor, membership_get_for_actor, tenant_settings_for_actor
@@ -33,6 +35,7 @@ def _settings_page(
     member_form: MemberAddForm | None = None,
     key_form: ApiKeyForm | None = None,
     limits_form: TenantLimitsForm | None = None,
+    provider_key_form: ProviderKeyForm | None = None,
     new_key: str = "",
     new_invitation: CreatedInvitation | None = None,
     status: int = 200,
@@ -48,8 +51,17 @@ def _settings_page(
         "new_key": new_key,
         "new_invitation": new_invitation,
         "sends_email": settings.EMAIL_BACKEND != "django.core.mail.backends.dummy.EmailBackend",
+        "provider_keys": list(provider_key_list_for_actor(actor=actor)),
+        "provider_key_form": provider_key_form or ProviderKeyForm(),
     }
     return render_page(request, actor, "web/settings/page.html", context, status=status)
+
+
+def render_settings_page(
+    request: HttpRequest, actor: Actor, *, provider_key_form: ProviderKeyForm, status: int
+) -> HttpResponse:
+    """The page again, with the provider key form and its errors (web.views.provider_keys)."""
+    return _settings_page(request, actor, provider_key_form=provider_key_form, status=status)
 
 
 @page(role=Role.ADMIN)

@@ -60,15 +60,38 @@ class AnthropicModelClient:
     """
 
     def __init__(
-        self, api_key: str, base_url: str | None = None, max_retries: int = 3, timeout_seconds: float = 120.0
+        self,
+        api_key: str,
+        base_url: str | None = None,
+        max_retries: int = 3,
+        timeout_seconds: float = 120.0,
+        *,
+        transport: httpx2.BaseTransport | None = None,
     ) -> None:
+        # ``transport``: where connections go (one pinned to a checked address), with the SDK's defaults.
+        http_client = (
+            anthropic.DefaultHttpxClient(transport=transport, trust_env=False) if transport else None
+        )
         self._client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout_seconds
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout_seconds,
+            http_client=http_client,
         )
         # Counting only guides compaction, which has an estimate to fall back on: fail fast.
         self._counting_client = self._client.with_options(
             max_retries=COUNT_TOKENS_MAX_RETRIES, timeout=COUNT_TOKENS_TIMEOUT_SECONDS
         )
+
+    def check_access(self) -> None:
+        """One cheap authenticated call, the first entry of the model list: ``ModelError`` when it fails."""
+        try:
+            self._client.models.list(limit=1)
+        except anthropic.APIError as error:
+            raise _model_error(error) from error
+        except httpx2.TransportError as error:
+            raise model_error_for_transport(error) from error
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The request's input tokens, from the Messages API's token-counting endpoint."""

@@ -72,11 +72,27 @@ class OpenAIModelClient:
         timeout_seconds: float = 120.0,
         *,
         max_tokens_parameter: MaxTokensParameter = "max_completion_tokens",
+        transport: httpx2.BaseTransport | None = None,
     ) -> None:
+        # ``transport``: where connections go (one pinned to a checked address), with the SDK's defaults.
+        http_client = openai.DefaultHttpxClient(transport=transport, trust_env=False) if transport else None
         self._client = openai.OpenAI(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout_seconds
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout_seconds,
+            http_client=http_client,
         )
         self._max_tokens_parameter = max_tokens_parameter
+
+    def check_access(self) -> None:
+        """One cheap authenticated call, the model list: ``ModelError`` when it fails."""
+        try:
+            self._client.models.list()
+        except openai.APIError as error:
+            raise _model_error(error) from error
+        except httpx2.TransportError as error:
+            raise model_error_for_transport(error) from error
 
     def stream(self, request: ModelRequest, *, should_stop: Callable[[], bool]) -> Iterator[ModelStreamEvent]:
         if should_stop():
