@@ -38,7 +38,7 @@ COMMON_ERRORS = {
 
 # Query parameters whose empty value is refused; every other one (filters, search, ordering) reads
 # an empty value as "not given", which the schema states with allowEmptyValue.
-NON_EMPTY_QUERY_PARAMETERS = {"page", "page_size", "after"}
+NON_EMPTY_QUERY_PARAMETERS = {"page_size", "after"}
 
 
 def allow_empty_filters(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
