@@ -3,8 +3,14 @@ from typing import Any
 from rest_framework import serializers
 
 from agents.models import MAX_STEPS_RANGE, MAX_TOKENS_RANGE, Agent, ModelProvider
-from agents.services import RUN_TIMEOUT_RANGE
+from agents.services import RUN_TIMEOUT_RANGE, TOOL_NAME_PATTERN, TOOL_NAMES_MESSAGE
 from core.api.serializers import StrictModelSerializer, not_blank
+
+
+def tool_names(names: list[str]) -> None:
+    """Checked here too, beside the ranges, so one answer names every bad field."""
+    if not all(TOOL_NAME_PATTERN.match(name) for name in names):
+        raise serializers.ValidationError(TOOL_NAMES_MESSAGE)
 
 
 def within(bounds: tuple[Any, Any]) -> dict[str, Any]:
@@ -25,7 +31,10 @@ class AgentSerializer(StrictModelSerializer):
         source="created_by.email", read_only=True, default=None, allow_null=True
     )
     approval_required_tools = serializers.ListField(
-        child=serializers.CharField(max_length=64), required=False, max_length=100
+        child=serializers.CharField(max_length=64),
+        required=False,
+        max_length=100,
+        validators=[tool_names],
     )
 
     class Meta:

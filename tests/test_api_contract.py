@@ -13,7 +13,7 @@ from tests.factories import make_agent
 
 pytestmark = pytest.mark.django_db
 
-EMPTY_PAGE = {"count": 0, "next": None, "previous": None, "results": []}
+EMPTY_PAGE: dict[str, Any] = {"count": 0, "next": None, "previous": None, "results": []}
 
 
 @pytest.fixture

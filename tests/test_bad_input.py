@@ -15,6 +15,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Subprotocol
 
 from agents.models import Agent
 from sessions.models import Session
@@ -158,7 +159,12 @@ def test_a_websocket_frame_nested_5000_deep_answers_an_error_and_keeps_the_socke
     stack: LiveStack, alice_key: str, session: Session
 ) -> None:
     url = f"{stack.websocket_url}/ws/sessions/{session.pk}/"
-    with connect(url, subprotocols=["bearer", alice_key], proxy=None, open_timeout=RECEIVE_TIMEOUT) as ws:
+    with connect(
+        url,
+        subprotocols=[Subprotocol("bearer"), Subprotocol(alice_key)],
+        proxy=None,
+        open_timeout=RECEIVE_TIMEOUT,
+    ) as ws:
         ws.send(nested(DEPTH))
         refusal = receive(ws)
         ws.send(json.dumps({"type": "nonsense", "id": "after"}))

@@ -12,7 +12,7 @@ BOOLEAN_VALUES = {"true": True, "True": True, "1": True, "false": False, "False"
 class StrictBooleanField(forms.NullBooleanField):
     """``true``/``false`` (or ``1``/``0``); empty means no filter; anything else is invalid."""
 
-    def to_python(self, value: Any) -> bool | None:
+    def to_python(self, value: Any) -> bool | None:  # type: ignore[override]  # None: "no filter", as Django's
         if value is None or value == "":
             return None
         if isinstance(value, bool):
