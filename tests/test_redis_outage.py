@@ -269,3 +269,33 @@ def test_readyz_names_the_dependency_that_is_down(
         "channel_layer": True,
     }
     assert body["checks"]["broker"]["error"].startswith("ConnectionError: ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_posted_to_a_server_whose_redis_is_stopped_answers_503_and_stores_nothing(
+    cast: Cast, private_redis: PrivateRedis, server_on_private_redis: LiveStack
+) -> None:
+    token = make_api_key(tenant=cast.tenant_a, user=cast.bob)
+    session = Session.objects.create(
+        tenant=cast.tenant_a, agent=make_agent(tenant=cast.tenant_a), created_by=cast.bob
+    )
+    private_redis.stop()
+
+    response = httpx.post(
+        f"{server_on_private_redis.base_url}/api/v1/sessions/{session.pk}/messages/",
+        json={"content": "hello"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+        trust_env=False,
+    )
+    status, report = readiness(server_on_private_redis)
+
+    assert (response.status_code, response.json()) == (503, SERVICE_UNAVAILABLE)
+    assert (Message.objects.count(), Run.objects.count(), RunEvent.objects.count()) == (0, 0, 0)
+    assert (status, report["status"]) == (503, "unavailable")
+    assert {name: check["ok"] for name, check in report["checks"].items()} == {
+        "database": True,
+        "redis": False,
+        "broker": False,
+        "channel_layer": False,
+    }
