@@ -1,5 +1,4 @@
 from django.db.models import QuerySet
-from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status
 from rest_framework.request import Request
@@ -9,11 +8,12 @@ from agents.models import Agent
 from agents.selectors import agent_list_for_actor
 from agents.serializers import AgentSerializer
 from agents.services import agent_create, agent_delete, agent_update
+from core.api.filters import StrictFilterSet
 from core.api.viewsets import TenantScopedViewSet
 from tenants.models import Role
 
 
-class AgentFilter(filters.FilterSet):
+class AgentFilter(StrictFilterSet):
     class Meta:
         model = Agent
         fields = ["model_provider", "is_active"]
@@ -32,6 +32,8 @@ class AgentViewSet(
     mixins.RetrieveModelMixin,
     TenantScopedViewSet,
 ):
+    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
+    queryset = Agent.objects.none()
     serializer_class = AgentSerializer
     filterset_class = AgentFilter
     search_fields = ["name", "description", "goal"]

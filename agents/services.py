@@ -29,6 +29,7 @@ EDITABLE_FIELDS = (
 )
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 RUN_TIMEOUT_RANGE = (1, 24 * 3600)
+TOOL_NAMES_MESSAGE = "Must be a list of tool names (letters, digits, _ and -)."
 
 
 def _validate_agent(*, agent: Agent) -> None:
@@ -49,7 +50,7 @@ def _validate_agent(*, agent: Agent) -> None:
     if not isinstance(names, list) or not all(
         isinstance(n, str) and TOOL_NAME_PATTERN.match(n) for n in names
     ):
-        errors["approval_required_tools"] = ["Must be a list of tool names (letters, digits, _ and -)."]
+        errors["approval_required_tools"] = [TOOL_NAMES_MESSAGE]
     timeout = agent.run_timeout_seconds
     if timeout is not None and not RUN_TIMEOUT_RANGE[0] <= timeout <= RUN_TIMEOUT_RANGE[1]:
         errors["run_timeout_seconds"] = [

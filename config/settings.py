@@ -232,12 +232,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.IsTenantMember"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "core.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "core.api.filters.DjangoFilterBackend",
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],
@@ -246,6 +246,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ActorRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"actor": env_str("API_THROTTLE_RATE", "600/min")},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # OPTIONS answers 405: the schema at /api/v1/schema/ describes every endpoint.
+    "DEFAULT_METADATA_CLASS": None,
 }
 
 SPECTACULAR_SETTINGS = {
@@ -269,6 +271,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.add_error_responses",
+        "core.api.schema.allow_empty_filters",
     ],
 }
 

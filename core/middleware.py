@@ -1,9 +1,11 @@
-"""Keeps API answers JSON even when Django itself answers (unknown URL, server error), and
-answers 503 rather than 500 while Redis is unreachable."""
+"""Keeps API answers JSON even when Django itself answers (unknown URL, server error, a body too
+large or of unknown length), and answers 503 rather than 500 while Redis is unreachable."""
 
 import logging
 from collections.abc import Callable
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -24,14 +26,52 @@ def service_unavailable() -> JsonResponse:
     )
 
 
+def payload_too_large() -> JsonResponse:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return JsonResponse(
+        error_body("payload_too_large", f"The request body is larger than {limit} bytes."), status=413
+    )
+
+
+def length_required() -> JsonResponse:
+    message = "Send the request body with a Content-Length header; chunked bodies are not accepted."
+    return JsonResponse(error_body("length_required", message), status=411)
+
+
+def _declared_length(request: HttpRequest) -> int | None:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        return None
+
+
+def refuse_unreadable_body(request: HttpRequest) -> JsonResponse | None:
+    """A body of unknown length or over the limit, refused before anything reads it.
+
+    DRF reads a body only up to its Content-Length, so a chunked body would silently read as
+    empty; Django refuses a large body only once something reads it, deep inside a view.
+    """
+    length = _declared_length(request)
+    if length is None and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return length_required()
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if length is not None and limit is not None and length > limit:
+        return payload_too_large()
+    return None
+
+
 class JsonApiErrorsMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        is_api = request.path.startswith("/api/")
+        refusal = refuse_unreadable_body(request) if is_api else None
+        if refusal is not None:
+            return refusal
         response = self.get_response(request)
         if (
-            request.path.startswith("/api/")
+            is_api
             and response.status_code == 404
             and not response.get("Content-Type", "").startswith("application/json")
         ):
@@ -45,5 +85,7 @@ class JsonApiErrorsMiddleware:
             return service_unavailable()
         if not request.path.startswith("/api/"):
             return None
+        if isinstance(exception, RequestDataTooBig):
+            return payload_too_large()
         logger.exception("unhandled error in %s %s", request.method, request.path)
         return JsonResponse(error_body("server_error", "Internal error; it has been logged."), status=500)

@@ -1,11 +1,11 @@
 from django.db.models import QuerySet
-from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api.filters import StrictFilterSet
 from core.api.viewsets import TenantScopedViewSet
 from mcp_servers.health import mcp_server_check
 from mcp_servers.models import McpServer
@@ -15,7 +15,7 @@ from mcp_servers.services import mcp_server_create, mcp_server_delete, mcp_serve
 from tenants.models import Role
 
 
-class McpServerFilter(filters.FilterSet):
+class McpServerFilter(StrictFilterSet):
     class Meta:
         model = McpServer
         fields = ["transport", "health_status", "is_enabled"]
@@ -34,6 +34,8 @@ class McpServerViewSet(
     mixins.RetrieveModelMixin,
     TenantScopedViewSet,
 ):
+    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
+    queryset = McpServer.objects.none()
     serializer_class = McpServerSerializer
     filterset_class = McpServerFilter
     search_fields = ["name", "url"]

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from agents.models import Agent
 from agents.selectors import agent_get_for_actor
+from core.api.filters import StrictFilterSet
 from core.api.serializers import StrictSerializer
 from core.api.viewsets import TenantScopedViewSet
 from memory.models import Memory, MemorySource, MemoryStatus, MemoryType
@@ -42,7 +43,7 @@ QUERY_PARAMETER = OpenApiParameter(
 )
 
 
-class MemoryFilter(filters.FilterSet):
+class MemoryFilter(StrictFilterSet):
     type = filters.ChoiceFilter(choices=MemoryType.choices)
     status = filters.ChoiceFilter(choices=MemoryStatus.choices)
     source = filters.ChoiceFilter(choices=MemorySource.choices)
@@ -65,6 +66,8 @@ class MemoryFilter(filters.FilterSet):
     ),
 )
 class AgentMemoryViewSet(mixins.ListModelMixin, TenantScopedViewSet):
+    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
+    queryset = Memory.objects.none()
     serializer_class = MemorySerializer
     filterset_class = MemoryFilter
     search_fields: list[str] = []
@@ -124,6 +127,8 @@ class AgentMemoryViewSet(mixins.ListModelMixin, TenantScopedViewSet):
     destroy=extend_schema(summary="Delete a memory for good", tags=["memories"]),
 )
 class MemoryViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
+    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
+    queryset = Memory.objects.none()
     serializer_class = MemorySerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     write_role = Role.ADMIN

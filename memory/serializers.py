@@ -9,10 +9,16 @@ from memory.models import MAX_MEMORY_CHARACTERS, Memory, MemoryStatus, MemoryTyp
 class MemorySerializer(serializers.ModelSerializer):
     agent = serializers.UUIDField(source="agent_id", read_only=True)
     subject_user = serializers.IntegerField(source="subject_user_id", read_only=True, allow_null=True)
-    subject_user_email = serializers.EmailField(source="subject_user.email", read_only=True, default=None)
+    subject_user_email = serializers.EmailField(
+        source="subject_user.email", read_only=True, default=None, allow_null=True
+    )
     source_session = serializers.UUIDField(source="source_session_id", read_only=True, allow_null=True)
-    created_by = serializers.EmailField(source="created_by.email", read_only=True, default=None)
-    reviewed_by = serializers.EmailField(source="reviewed_by.email", read_only=True, default=None)
+    created_by = serializers.EmailField(
+        source="created_by.email", read_only=True, default=None, allow_null=True
+    )
+    reviewed_by = serializers.EmailField(
+        source="reviewed_by.email", read_only=True, default=None, allow_null=True
+    )
     has_embedding = serializers.SerializerMethodField()
     score = serializers.SerializerMethodField(help_text="Retrieval score for the ?q= search; null otherwise.")
 

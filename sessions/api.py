@@ -1,6 +1,12 @@
 from django.db.models import QuerySet
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -9,6 +15,8 @@ from rest_framework.response import Response
 
 from agents.selectors import agent_get_for_actor
 from core.api.errors import error_body
+from core.api.filters import StrictFilterSet
+from core.api.schema import ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
@@ -43,7 +51,9 @@ from sessions.services import (
 from tenants.models import Role
 
 EVENT_PAGE_SIZE = 500
-AFTER_PARAMETER = OpenApiParameter("after", OpenApiTypes.INT, description="Only events with a larger seq.")
+AFTER_PARAMETER = OpenApiParameter(
+    "after", {"type": "integer", "minimum": 0}, description="Only events with a larger seq."
+)
 EventPage = inline_serializer(
     "RunEventPage",
     {"results": RunEventSerializer(many=True), "next": serializers.CharField(allow_null=True)},
@@ -81,6 +91,16 @@ def event_page(request: Request, events: QuerySet[RunEvent]) -> Response:
     return Response({"results": RunEventSerializer(page, many=True).data, "next": next_url})
 
 
+class SessionFilter(StrictFilterSet):
+    # By id, not by a choice among every tenant's agents: an agent of another tenant and one that
+    # does not exist both match no session (200, empty), where a model choice told them apart.
+    agent = filters.UUIDFilter(field_name="agent_id", help_text="Only this agent's sessions.")
+
+    class Meta:
+        model = Session
+        fields = ["agent"]
+
+
 @extend_schema_view(
     list=extend_schema(summary="List sessions", tags=["sessions"]),
     retrieve=extend_schema(summary="Read a session", tags=["sessions"]),
@@ -93,10 +113,12 @@ def event_page(request: Request, events: QuerySet[RunEvent]) -> Response:
     destroy=extend_schema(summary="Delete a session", tags=["sessions"]),
 )
 class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
+    queryset = Session.objects.none()
     serializer_class = SessionSerializer
     search_fields = ["title"]
     ordering_fields = ["created_at", "updated_at"]
-    filterset_fields = ["agent"]
+    filterset_class = SessionFilter
     # Members chat; the services check that members only touch their own sessions.
     write_role = Role.MEMBER
 
@@ -120,12 +142,18 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         tags=["sessions"],
         responses=MessageSerializer(many=True),
         methods=["GET"],
+        filters=False,
     )
     @extend_schema(
         summary="Post a message: stores it and queues a run",
         tags=["sessions"],
         request=MessageCreateSerializer,
-        responses={202: PostMessageResponseSerializer},
+        responses={
+            202: PostMessageResponseSerializer,
+            409: OpenApiResponse(
+                ERROR_REFERENCE, description="`multitask: reject` while a run is active (`run_active`)."
+            ),
+        },
         methods=["POST"],
     )
     @action(detail=True, methods=["get", "post"])
@@ -170,6 +198,8 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
 
 @extend_schema_view(retrieve=extend_schema(summary="Read a run with its steps and usage", tags=["runs"]))
 class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
+    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
+    queryset = Run.objects.none()
     serializer_class = RunSerializer
     required_roles = {"cancel": Role.MEMBER, "retry": Role.MEMBER, "approve": Role.MEMBER}
 

@@ -1,7 +1,7 @@
 """``POST /api/v1/sessions/{id}/compact/``: compact a session's context on demand."""
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from agents.model_clients import ProviderNotConfigured
 from agents.runtime.types import ModelError
 from core.api.errors import error_body
+from core.api.schema import ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
 from sessions.compaction import NothingToCompact, SessionBusy, session_compact
 from sessions.models import CompactionSnapshot, Session
@@ -57,7 +58,15 @@ class SessionCompactionViewSet(TenantScopedViewSet):
         ),
         tags=["sessions"],
         request=None,
-        responses={200: CompactionSnapshotSerializer},
+        responses={
+            200: CompactionSnapshotSerializer,
+            409: OpenApiResponse(
+                ERROR_REFERENCE,
+                description="A run of the session is active (`run_active`), there is nothing to compact "
+                "yet (`nothing_to_compact`), or the agent's provider has no key (`provider_not_configured`).",
+            ),
+            502: OpenApiResponse(ERROR_REFERENCE, description="The model could not summarize (`llm_error`)."),
+        },
     )
     def compact(self, request: Request, pk: str | None = None) -> Response:
         session = self.get_object()

@@ -1,8 +1,8 @@
 """``/ws/sessions/{id}/?after=SEQ``: a session's events, live, plus chat commands.
 
 Close codes: 4400 bad ``after``, 4401 not authenticated, 4403 no tenant membership,
-4404 unknown session or another tenant's. Every close comes after the handshake so
-the client can read the code; nothing is sent before it.
+4404 unknown session or another tenant's, or a path that is no websocket of ours. Every close
+comes after the handshake so the client can read the code; nothing is sent before it.
 """
 
 import asyncio
@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from rest_framework.serializers import Serializer
 
+from core.middleware import REDIS_UNAVAILABLE_ERRORS
 from sessions import services
 from sessions.api import IDEMPOTENCY_KEY_MAX_LENGTH
 from sessions.models import Run, Session
@@ -185,6 +186,8 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
             reply = await self._run_command(command)
         except json.JSONDecodeError:
             reply = CommandError("invalid_json", "The frame is not valid JSON.").frame()
+        except RecursionError:
+            reply = CommandError("invalid_json", "The frame is nested too deeply.").frame()
         except CommandError as error:
             reply = error.frame()
         if request_id is not None:
@@ -219,9 +222,22 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
             raise CommandError(exceeded.code, exceeded.message, retry_after=retry_after) from exceeded
         except (InvalidTransition, StaleTransition) as error:
             raise CommandError("conflict", "The run changed meanwhile; try again.") from error
+        except REDIS_UNAVAILABLE_ERRORS as error:
+            message = "A service this request needs is unavailable; try again shortly."
+            raise CommandError("service_unavailable", message) from error
         except Exception as error:  # a failed command must never end the stream
             logger.exception("websocket command %s failed", command_type)
             raise CommandError("server_error", "Internal error; it has been logged.") from error
+
+
+class UnknownPathConsumer(AsyncWebsocketConsumer):
+    """A websocket to a path that is none of ours: accepted, then closed with 4404."""
+
+    channel_layer_alias = "agentry-no-channel-layer"
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(CLOSE_NOT_FOUND)
 
 
 CommandHandler = Callable[[Actor, Session, dict[str, Any]], dict[str, Any]]

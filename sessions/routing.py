@@ -9,12 +9,14 @@ from channels.routing import URLRouter
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.http.cookie import parse_cookie
-from django.urls import path
+from django.urls import path, re_path
 
-from sessions.consumers import SessionEventsConsumer
+from sessions.consumers import SessionEventsConsumer, UnknownPathConsumer
 
 websocket_urlpatterns = [
     path("ws/sessions/<str:session_id>/", SessionEventsConsumer.as_asgi()),
+    # Any other path: closed with 4404 after the handshake, where the router would raise (a 500).
+    re_path(r"", UnknownPathConsumer.as_asgi()),
 ]
 
 

@@ -2,9 +2,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from core.api.serializers import FieldsBuiltOnce, StrictSerializer
+from core.api.serializers import FieldsBuiltOnce, StrictSerializer, not_blank
 from sessions.events import event_envelope
-from sessions.models import Message, Run, RunEvent, Session, Step, ToolApproval
+from sessions.models import Message, Run, RunEvent, RunRoute, Session, Step, StopReason, ToolApproval
 
 
 def _lane(session: Session) -> list[Run]:
@@ -86,7 +86,12 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 
 
 class MessageCreateSerializer(StrictSerializer):
-    content = serializers.CharField(max_length=100_000, allow_blank=True, trim_whitespace=False)
+    content = serializers.CharField(
+        max_length=100_000,
+        trim_whitespace=False,
+        error_messages={"blank": "Message cannot be empty."},
+        validators=[not_blank("Message cannot be empty.")],
+    )
     multitask = serializers.ChoiceField(
         choices=["enqueue", "reject", "interrupt"],
         default="enqueue",
@@ -157,6 +162,9 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     user_message = serializers.UUIDField(source="user_message_id", read_only=True, allow_null=True)
     parent_run = serializers.UUIDField(source="parent_run_id", read_only=True, allow_null=True)
     retry_of = serializers.UUIDField(source="retry_of_id", read_only=True, allow_null=True)
+    # Empty while the run has no stop reason, and for a run its own loop answered (no route).
+    stop_reason = serializers.ChoiceField(choices=StopReason.choices, allow_blank=True, read_only=True)
+    route = serializers.ChoiceField(choices=RunRoute.choices, allow_blank=True, read_only=True)
     usage = UsageSerializer(read_only=True)
     steps = StepSerializer(many=True, read_only=True)
     approvals = ToolApprovalSerializer(many=True, read_only=True)

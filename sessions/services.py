@@ -29,7 +29,7 @@ from sessions.run_host import run_stop_notify
 from sessions.selectors import LaneState, lane_state_for
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
 from sessions.sweeper import run_resume
-from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit
+from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit, require_run_queue
 from tenants.actors import Actor
 from tenants.models import Role
 from tenants.quotas import check_post_message_quotas
@@ -147,6 +147,7 @@ def session_post_message(
     if lane.active_run_id is not None and multitask == "reject":
         raise LaneBusy(lane.active_run_id)
     check_post_message_quotas(actor=actor)
+    require_run_queue()  # all or nothing: an unreachable broker stores nothing (503)
     message, run = _store_message_and_run(
         actor=actor, session=session, content=content, idempotency_key=idempotency_key, lane=lane
     )
@@ -293,6 +294,7 @@ def run_retry(*, actor: Actor, run: Run) -> Run:
     if run.retries.exists():
         raise ValidationError({"non_field_errors": ["This run was already retried."]})
     check_post_message_quotas(actor=actor)
+    require_run_queue()
     with transaction.atomic():
         return _queue_run(actor=actor, session=run.session, user_message=run.user_message, retry_of=run)
 

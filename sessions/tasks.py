@@ -49,10 +49,26 @@ def _enqueue_run(run_id: UUID) -> None:
     enqueue_task(execute_run, str(run_id), task_name=f"run-{run_id}", broker=run_queue_broker())
 
 
+def require_run_queue() -> None:
+    """Raise the broker's own error (a 503 to the client) when the run queue cannot take a task.
+
+    A run's task goes out once the transaction that stored the run commits: a worker claims a run
+    by a conditional update of its row, which must be committed to be seen, so the task cannot go
+    out inside the transaction. Writers call this first, so an unreachable broker refuses the
+    request with nothing stored, instead of storing a run whose task is lost.
+    """
+    run_queue_broker().ping()
+
+
 def enqueue_run_on_commit(*, run: Run) -> None:
-    """The run's task, once the transaction that queued it commits (on an idle lane: no dispatch)."""
-    transaction.on_commit(partial(_enqueue_run, run.pk))
+    """The run's task, once the transaction that queued it commits (on an idle lane: no dispatch).
+
+    ``robust``: past the commit the run is stored, so a broker that fails in the instant since
+    ``require_run_queue`` is logged rather than raised; the sweeper dispatches queued runs that
+    nobody picked up (``sessions.sweeper``).
+    """
+    transaction.on_commit(partial(_enqueue_run, run.pk), robust=True)
 
 
 def dispatch_on_commit(*, session_id: UUID) -> None:
-    transaction.on_commit(lambda: run_dispatch_next(session_id=session_id))
+    transaction.on_commit(lambda: run_dispatch_next(session_id=session_id), robust=True)

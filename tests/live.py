@@ -113,7 +113,8 @@ class LiveStack:
         self.workers.append(worker)
         return worker
 
-    def start_server(self) -> LiveProcess:
+    def start_server(self, *, access_log: bool = False) -> LiveProcess:
+        """uvicorn as the benchmarks run it; ``access_log`` as a bare ``uvicorn`` runs it (on)."""
         self.port = free_port()
         argv = [
             sys.executable,
@@ -126,7 +127,7 @@ class LiveStack:
             str(self.port),
             "--lifespan",
             "off",
-            "--no-access-log",
+            *([] if access_log else ["--no-access-log"]),
             "--ws-per-message-deflate",
             "false",
         ]

@@ -20,11 +20,15 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.test import Client
 from django.urls import path
+from django_q.brokers.redis_broker import Redis as RedisBroker
+from django_q.conf import Conf
 from rest_framework.test import APIClient
 
 from core.api import throttling
+from sessions import tasks
+from sessions.models import Message, Run, RunEvent, RunStatus, Session
 from tests.conftest import Cast
-from tests.factories import make_api_key
+from tests.factories import make_agent, make_api_key
 from tests.live import LiveStack, free_port, wait_until
 from tests.redis_server import REDIS_SERVER, PrivateRedis
 
@@ -192,3 +196,106 @@ def test_requests_answer_503_while_redis_is_down_and_200_once_it_is_back(
         private_redis.start()
         wait_until_readiness_is(stack, is_ready=True)
         assert Burst(stack.base_url, token).run(BURST_REQUESTS) == {200: BURST_REQUESTS}
+
+
+# --- posting while the broker is down: all or nothing ----------------------------------------------
+
+
+@pytest.fixture
+def stopped_redis(tmp_path: Path) -> PrivateRedis:
+    """A private Redis that ran and was stopped: nothing answers on its port any more."""
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed: the test starts a Redis of its own")
+    server = PrivateRedis(port=free_port(), log_path=tmp_path / "redis.log")
+    server.start()
+    server.stop()
+    return server
+
+
+def run_queue_on(url: str, monkeypatch: pytest.MonkeyPatch) -> RedisBroker:
+    """The run queue as a django-q2 Redis broker at ``url``, whichever broker the suite configured."""
+    monkeypatch.setattr(Conf, "REDIS", url)
+    broker = RedisBroker(list_key="agentry-test-runs")
+    monkeypatch.setattr(tasks, "run_queue_broker", lambda: broker)
+    return broker
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_posted_while_the_broker_is_down_answers_503_and_stores_nothing(
+    cast: Cast, bob_api: APIClient, stopped_redis: PrivateRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_queue_on(stopped_redis.url, monkeypatch)
+    session = Session.objects.create(
+        tenant=cast.tenant_a, agent=make_agent(tenant=cast.tenant_a), created_by=cast.bob
+    )
+
+    response = bob_api.post(f"/api/v1/sessions/{session.pk}/messages/", {"content": "hello"}, format="json")
+
+    assert (response.status_code, response.json()) == (503, SERVICE_UNAVAILABLE)
+    assert (Message.objects.count(), Run.objects.count(), RunEvent.objects.count()) == (0, 0, 0)
+    assert Session.objects.get(pk=session.pk).title == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_posted_while_the_broker_is_up_is_stored_and_its_task_queued(
+    cast: Cast, bob_api: APIClient, private_redis: PrivateRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = run_queue_on(private_redis.url, monkeypatch)
+    session = Session.objects.create(
+        tenant=cast.tenant_a, agent=make_agent(tenant=cast.tenant_a), created_by=cast.bob
+    )
+
+    response = bob_api.post(f"/api/v1/sessions/{session.pk}/messages/", {"content": "hello"}, format="json")
+
+    assert response.status_code == 202
+    assert (Message.objects.count(), Run.objects.filter(status=RunStatus.QUEUED).count()) == (1, 1)
+    assert broker.queue_size() == 1
+
+
+@pytest.mark.django_db
+def test_readyz_names_the_dependency_that_is_down(
+    client: Client, stopped_redis: PrivateRedis, settings: Any
+) -> None:
+    settings.REDIS_URL = stopped_redis.url  # the broker check's Redis; the cache keeps its own
+
+    response = client.get("/readyz")
+
+    body = response.json()
+    assert (response.status_code, body["status"]) == (503, "unavailable")
+    assert {name: check["ok"] for name, check in body["checks"].items()} == {
+        "database": True,
+        **({"redis": True} if "redis" in body["checks"] else {}),
+        "broker": False,
+        "channel_layer": True,
+    }
+    assert body["checks"]["broker"]["error"].startswith("ConnectionError: ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_posted_to_a_server_whose_redis_is_stopped_answers_503_and_stores_nothing(
+    cast: Cast, private_redis: PrivateRedis, server_on_private_redis: LiveStack
+) -> None:
+    token = make_api_key(tenant=cast.tenant_a, user=cast.bob)
+    session = Session.objects.create(
+        tenant=cast.tenant_a, agent=make_agent(tenant=cast.tenant_a), created_by=cast.bob
+    )
+    private_redis.stop()
+
+    response = httpx.post(
+        f"{server_on_private_redis.base_url}/api/v1/sessions/{session.pk}/messages/",
+        json={"content": "hello"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+        trust_env=False,
+    )
+    status, report = readiness(server_on_private_redis)
+
+    assert (response.status_code, response.json()) == (503, SERVICE_UNAVAILABLE)
+    assert (Message.objects.count(), Run.objects.count(), RunEvent.objects.count()) == (0, 0, 0)
+    assert (status, report["status"]) == (503, "unavailable")
+    assert {name: check["ok"] for name, check in report["checks"].items()} == {
+        "database": True,
+        "redis": False,
+        "broker": False,
+        "channel_layer": False,
+    }

@@ -37,6 +37,8 @@ from tools.services import agent_tools_update, http_tool_create, tool_delete, to
     destroy=extend_schema(summary="Delete an HTTP tool", tags=["tools"]),
 )
 class ToolViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
+    queryset = Tool.objects.none()
     serializer_class = ToolSerializer
     filterset_fields = ["kind", "group", "is_enabled"]
     search_fields = ["name", "description"]

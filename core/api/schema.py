@@ -1,6 +1,9 @@
-"""OpenAPI additions: the shared error body and the 4xx (and 503) answers every endpoint can give."""
+"""OpenAPI additions: the shared error body, the 4xx (and 503) answers every endpoint can give, and
+request bodies that refuse unknown fields (registered by ``core.apps``)."""
 
 from typing import Any
+
+from drf_spectacular.extensions import OpenApiSerializerExtension
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -21,6 +24,8 @@ ERROR_SCHEMA = {
     },
 }
 
+ERROR_REFERENCE = {"$ref": "#/components/schemas/Error"}
+
 COMMON_ERRORS = {
     "400": "Invalid input; `fields` names each bad field.",
     "401": "Missing or invalid credentials.",
@@ -31,9 +36,23 @@ COMMON_ERRORS = {
 }
 
 
+# Query parameters whose empty value is refused; every other one (filters, search, ordering) reads
+# an empty value as "not given", which the schema states with allowEmptyValue.
+NON_EMPTY_QUERY_PARAMETERS = {"page_size", "after"}
+
+
+def allow_empty_filters(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query" and parameter["name"] not in NON_EMPTY_QUERY_PARAMETERS:
+                    parameter["allowEmptyValue"] = True
+    return result
+
+
 def add_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
-    reference = {"$ref": "#/components/schemas/Error"}
+    reference = ERROR_REFERENCE
     for path_item in result.get("paths", {}).values():
         for method, operation in path_item.items():
             if method not in {"get", "post", "put", "patch", "delete"}:
@@ -46,3 +65,16 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
                     code, {"description": description, "content": {"application/json": {"schema": reference}}}
                 )
     return result
+
+
+class StrictSerializerExtension(OpenApiSerializerExtension):
+    """A strict serializer's request body says what it enforces: no field beyond those listed."""
+
+    target_class = "core.api.serializers.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            schema["additionalProperties"] = False
+        return schema

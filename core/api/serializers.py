@@ -3,6 +3,7 @@
 import copy
 from typing import Any
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 STRICT_TYPES: dict[type[serializers.Field], tuple[type, ...]] = {
@@ -18,6 +19,11 @@ STRICT_TYPES: dict[type[serializers.Field], tuple[type, ...]] = {
     serializers.JSONField: (dict, list, str, int, float, bool),
     serializers.ListField: (list,),
 }
+
+
+def not_blank(message: str) -> RegexValidator:
+    """Refuses text with nothing but whitespace; the schema states it as the pattern ``\\S``."""
+    return RegexValidator(r"\S", message=message)
 
 
 def _expected_types(field: serializers.Field) -> tuple[type, ...] | None:
@@ -41,6 +47,32 @@ def _type_name(types: tuple[type, ...]) -> str:
     return " or ".join(names.get(kind, kind.__name__) for kind in types)
 
 
+def _is_of_types(value: Any, types: tuple[type, ...]) -> bool:
+    is_bool_for_number = isinstance(value, bool) and bool not in types
+    return isinstance(value, types) and not is_bool_for_number
+
+
+def _type_error(field: serializers.Field, value: Any) -> str | None:
+    """What is wrong with the value's JSON type, down into a list's items and an object's values."""
+    types = _expected_types(field)
+    if types and not _is_of_types(value, types):
+        return f"Must be {_type_name(types)}."
+    children: list[Any] = []
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        children = value
+    elif isinstance(field, serializers.DictField) and isinstance(value, dict):
+        children = list(value.values())
+    child_types = (
+        _expected_types(field.child)
+        if isinstance(field, serializers.ListField | serializers.DictField)
+        else None
+    )
+    if child_types and any(item is not None and not _is_of_types(item, child_types) for item in children):
+        kind = "items" if isinstance(field, serializers.ListField) else "values"
+        return f"Its {kind} must each be {_type_name(child_types)}."
+    return None
+
+
 class StrictSerializer(serializers.Serializer):
     """Rejects fields the endpoint does not know and values of the wrong JSON type."""
 
@@ -56,10 +88,9 @@ class StrictSerializer(serializers.Serializer):
             field = self.fields.get(name)
             if field is None or field.read_only or value is None:
                 continue
-            types = _expected_types(field)
-            is_bool_for_number = isinstance(value, bool) and bool not in (types or ())
-            if types and (not isinstance(value, types) or is_bool_for_number):
-                errors[name] = [f"Must be {_type_name(types)}."]
+            error = _type_error(field, value)
+            if error:
+                errors[name] = [error]
         if errors:
             raise serializers.ValidationError(errors)
         return super().to_internal_value(data)

@@ -1,0 +1,139 @@
+"""Schemathesis over /api/v1/schema/: every operation, every check, with a real key and real ids.
+
+The API runs in this process (Django's WSGI handler) against the test database, so the cast's
+objects are what the generated requests find. ``make test`` runs the explicit examples and a
+bounded number of generated ones (positive and negative) per operation. ``SCHEMATHESIS_COVERAGE=1``
+adds schemathesis's coverage phase (every boundary value, unexpected methods: about two thousand
+requests, minutes rather than seconds), worth a run after changing the API.
+"""
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+from schemathesis.config import SchemathesisConfig
+from schemathesis.core.parameters import ParameterLocation
+
+from config.wsgi import application
+from mcp_servers.services import mcp_server_create
+from memory.services import memory_create
+from sessions.services import session_create, session_post_message
+from tenants.actors import actor_for_user
+from tests.conftest import Cast
+from tests.factories import make_agent, make_api_key
+from tools.services import http_tool_create
+
+MAX_EXAMPLES = 10
+IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
+
+# Schema-valid bodies these operations may still refuse with a 400, by rules over the tenant's data
+# that a schema cannot state: unique names, references to other objects (users, tools, tool calls),
+# an object's state (only a pending memory is approved, only a failed run retried), a provider's
+# own temperature range, transports that need a URL, and URLs the outbound guard refuses.
+RULES_OVER_DATA = [
+    ("POST", "/api/v1/agents/"),
+    ("PUT", "/api/v1/agents/{id}/"),
+    ("PATCH", "/api/v1/agents/{id}/"),
+    ("PUT", "/api/v1/agents/{agent_pk}/tools/"),
+    ("PATCH", "/api/v1/agents/{agent_pk}/tools/"),
+    ("POST", "/api/v1/agents/{agent_pk}/memories/"),
+    ("PATCH", "/api/v1/memories/{id}/"),
+    ("POST", "/api/v1/memories/{id}/approve/"),
+    ("POST", "/api/v1/memories/{id}/reject/"),
+    ("POST", "/api/v1/mcp-servers/"),
+    ("PUT", "/api/v1/mcp-servers/{id}/"),
+    ("PATCH", "/api/v1/mcp-servers/{id}/"),
+    ("POST", "/api/v1/tools/"),
+    ("PATCH", "/api/v1/tools/{id}/"),
+    ("POST", "/api/v1/runs/{id}/approve/"),
+    ("POST", "/api/v1/runs/{id}/retry/"),
+]
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "generation": {"max-examples": MAX_EXAMPLES},
+        "phases": {"coverage": {"enabled": IS_COVERAGE_PHASE_ON}},
+        "operations": [
+            {
+                "include-name": f"{method} {path}",
+                "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
+            }
+            for method, path in RULES_OVER_DATA
+        ],
+    }
+)
+schema = schemathesis.openapi.from_wsgi("/api/v1/schema/", application, config=CONFIG)
+
+
+@pytest.fixture
+def in_process_requests(db: None) -> Iterator[None]:
+    # As Django's test client does: a request's end must not close the connection that holds
+    # the test's transaction.
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def tenant_objects(cast: Cast, in_process_requests: None) -> dict[str, str]:
+    """Tenant A's objects, by the path prefix whose ``{id}`` names one."""
+    actor = actor_for_user(cast.alice, preferred_tenant_id=None)
+    agent = make_agent(tenant=cast.tenant_a)
+    session = session_create(actor=actor, agent=agent, title="fuzzed")
+    _, run = session_post_message(actor=actor, session=session, content="hello")
+    memory = memory_create(actor=actor, agent=agent, content="likes tea")
+    tool = http_tool_create(actor=actor, name="lookup", url_template="https://api.example.com/{q}")
+    server = mcp_server_create(
+        actor=actor, name="docs", transport="streamable_http", url="https://mcp.example.com/mcp"
+    )
+    return {
+        "key": make_api_key(tenant=cast.tenant_a, user=cast.alice),
+        "agents": str(agent.pk),
+        "sessions": str(session.pk),
+        "runs": str(run.pk),
+        "memories": str(memory.pk),
+        "tools": str(tool.pk),
+        "mcp-servers": str(server.pk),
+    }
+
+
+def with_real_ids(case: Any, objects: dict[str, str]) -> None:
+    collection = case.operation.path.removeprefix("/api/v1/").split("/", 1)[0]
+    for name in case.path_parameters or {}:
+        if name == "id":
+            case.path_parameters[name] = objects[collection]
+        elif name.endswith("_pk"):
+            case.path_parameters[name] = objects[name.removesuffix("_pk") + "s"]
+
+
+def is_negative_at(case: Any, location: ParameterLocation) -> bool:
+    return bool(case.meta and case.meta.is_negative_at(location))
+
+
+# derandomize: the same examples on every run, so a failure is reproducible and never a flake; no
+# example database (it would write .hypothesis/ into the working tree).
+@schema.parametrize()
+@hypothesis_settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_matches_its_schema(case: Any, tenant_objects: dict[str, str]) -> None:
+    if not is_negative_at(case, ParameterLocation.PATH):
+        with_real_ids(case, tenant_objects)
+    # A case whose invalid part is its Authorization header keeps it: the key must not repair it.
+    is_bad_credential = is_negative_at(case, ParameterLocation.HEADER)
+    credentials = None if is_bad_credential else {"Authorization": f"Bearer {tenant_objects['key']}"}
+    case.call_and_validate(headers=credentials)
