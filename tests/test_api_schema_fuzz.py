@@ -25,8 +25,10 @@ from mcp_servers.services import mcp_server_create
 from memory.services import memory_create
 from sessions.services import session_create, session_post_message
 from tenants.actors import actor_for_user
+from tenants.provider_keys.services import provider_key_create
 from tests.conftest import Cast
 from tests.factories import make_agent, make_api_key
+from tests.fake_model_server import FakeModelServer
 from tools.services import http_tool_create
 
 MAX_EXAMPLES = 10
@@ -35,7 +37,8 @@ IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
 # Schema-valid bodies these operations may still refuse with a 400, by rules over the tenant's data
 # that a schema cannot state: unique names, references to other objects (users, tools, tool calls),
 # an object's state (only a pending memory is approved, only a failed run retried), a provider's
-# own temperature range, transports that need a URL, and URLs the outbound guard refuses.
+# own temperature range, transports that need a URL, URLs the outbound guard refuses, and one
+# provider key per provider.
 RULES_OVER_DATA = [
     ("POST", "/api/v1/agents/"),
     ("PUT", "/api/v1/agents/{id}/"),
@@ -51,6 +54,9 @@ RULES_OVER_DATA = [
     ("PATCH", "/api/v1/mcp-servers/{id}/"),
     ("POST", "/api/v1/tools/"),
     ("PATCH", "/api/v1/tools/{id}/"),
+    ("POST", "/api/v1/provider-keys/"),
+    ("PUT", "/api/v1/provider-keys/{id}/"),
+    ("PATCH", "/api/v1/provider-keys/{id}/"),
     ("POST", "/api/v1/runs/{id}/approve/"),
     ("POST", "/api/v1/runs/{id}/retry/"),
 ]
@@ -85,8 +91,9 @@ def in_process_requests(db: None) -> Iterator[None]:
 
 
 @pytest.fixture
-def tenant_objects(cast: Cast, in_process_requests: None) -> dict[str, str]:
-    """Tenant A's objects, by the path prefix whose ``{id}`` names one."""
+def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelServer) -> dict[str, str]:
+    """Tenant A's objects, by the path prefix whose ``{id}`` names one (a provider key's test
+    call goes to the fake model server, the platform's base URL here)."""
     actor = actor_for_user(cast.alice, preferred_tenant_id=None)
     agent = make_agent(tenant=cast.tenant_a)
     session = session_create(actor=actor, agent=agent, title="fuzzed")
@@ -96,8 +103,10 @@ def tenant_objects(cast: Cast, in_process_requests: None) -> dict[str, str]:
     server = mcp_server_create(
         actor=actor, name="docs", transport="streamable_http", url="https://mcp.example.com/mcp"
     )
+    provider_key = provider_key_create(actor=actor, provider="anthropic", api_key="sk-ant-fuzzed-key")
     return {
         "key": make_api_key(tenant=cast.tenant_a, user=cast.alice),
+        "provider-keys": str(provider_key.pk),
         "agents": str(agent.pk),
         "sessions": str(session.pk),
         "runs": str(run.pk),
