@@ -533,8 +533,10 @@ class BenchStack:
             self.directory / "server.log",
         ).start()
         command = self.options.worker_command
+        # As `manage.py serve` starts its worker: connections kept between polls of the run queue.
+        worker_environment = {"DATABASE_CONN_MAX_AGE": "600", **environment}
         self.workers = ManagedProcess(
-            command, [PYTHON, "manage.py", command], environment, self.directory / f"{command}.log"
+            command, [PYTHON, "manage.py", command], worker_environment, self.directory / f"{command}.log"
         ).start()
         self._wait_for_server()
 

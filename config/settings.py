@@ -123,6 +123,11 @@ else:
             # WAL lets the web server read while a worker writes; IMMEDIATE transactions
             # take the write lock up front so concurrent writers wait (busy timeout)
             # instead of failing with "database is locked" on lock upgrade.
+            # Kept open between requests only where asked: `manage.py serve` asks for its worker,
+            # whose run queue is polled every Q_ORM_POLL_SECONDS, and a new SQLite connection per
+            # poll cost a fifth of a core at rest. Request threads keep 0, as Django advises
+            # under ASGI.
+            "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 0),
             "OPTIONS": {
                 "timeout": 20,
                 "transaction_mode": "IMMEDIATE",

@@ -44,7 +44,11 @@ class Command(BaseCommand):
             start_new_session=True,
         )
         # `worker` = the run host, the run sweeper and a django-q2 cluster (sessions/management/commands).
-        cluster = subprocess.Popen([sys.executable, "manage.py", "worker"], start_new_session=True)
+        # The worker keeps its connections between polls of the run queue (config/settings.py).
+        worker_environment = {"DATABASE_CONN_MAX_AGE": "600", **os.environ}
+        cluster = subprocess.Popen(
+            [sys.executable, "manage.py", "worker"], env=worker_environment, start_new_session=True
+        )
         processes = [server, cluster]
         self.stdout.write(
             f"Agentry is running on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"

@@ -26,6 +26,15 @@ from sessions.tasks import execute_run
 logger = logging.getLogger(__name__)
 
 CLUSTER_STOP_SECONDS = 15
+CLUSTER_ORM_POLL_SECONDS = 0.25
+
+
+def cluster_environment() -> dict[str, str]:
+    """The django-q2 cluster forks its workers: no pool and no kept connection may cross a fork.
+    It runs schedules and short tasks, which need no 20 ms pickup: its ORM broker polls less."""
+    environment = {**os.environ, "DATABASE_POOL": "false", "DATABASE_CONN_MAX_AGE": "0"}
+    environment.setdefault("Q_ORM_POLL_SECONDS", str(CLUSTER_ORM_POLL_SECONDS))
+    return environment
 
 
 class Command(BaseCommand):
@@ -33,9 +42,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         ensure_schedules()
-        cluster = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"], env={**os.environ, "DATABASE_POOL": "false"}
-        )
+        cluster = subprocess.Popen([sys.executable, "manage.py", "qcluster"], env=cluster_environment())
         host = RunHost(concurrency=settings.RUN_CONCURRENCY, execute=execute_run)
         stopping = threading.Event()
 
