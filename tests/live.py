@@ -132,7 +132,11 @@ class LiveStack:
             "false",
         ]
         self.server = LiveProcess(argv, self.environment, self.log_dir / "server.log").start()
-        self._wait_for_server()
+        try:
+            self._wait_for_server()
+        except BaseException:
+            self.server.stop()  # a failed start leaves no server behind
+            raise
         return self.server
 
     @property
@@ -143,9 +147,13 @@ class LiveStack:
     def websocket_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
 
-    def _wait_for_server(self, timeout: float = 20.0) -> None:
+    def _wait_for_server(self, timeout: float = 60.0) -> None:
+        """Until /healthz answers: seconds when idle, far longer on a busy machine."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            process = self.server.process if self.server is not None else None
+            if process is not None and process.poll() is not None:
+                break  # it exited: say so now, with its log
             try:
                 if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
                     return
