@@ -5,6 +5,7 @@ Adding members is an invitation (``tenants.invitations``).
 Each one is small and would move to its app (tenants, agents) once the API needs it too.
 """
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import update_session_auth_hash
@@ -13,6 +14,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import HttpRequest
+from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import agent_create, agent_update
@@ -24,6 +26,7 @@ from sessions.services import session_create, session_post_message
 from tenants.actors import Actor
 from tenants.limits import DEFAULT_LIMITS
 from tenants.models import Membership, Role
+from tenants.services import api_key_create
 from tools.models import Tool
 from tools.services import agent_tools_update
 
@@ -107,6 +110,16 @@ def tenant_limits_update(*, actor: Actor, limits: dict[str, int]) -> dict[str, A
     tenant.settings = {**(tenant.settings or {}), **limits}
     tenant.save(update_fields=["settings"])
     return tenant.settings
+
+
+def api_key_create_for_actor(*, actor: Actor, name: str, scope: str, expires_in_days: int | None) -> str:
+    """A key of the actor's own in the current tenant (settings and account pages); its plaintext,
+    which exists only now."""
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    created = api_key_create(
+        tenant=actor.tenant, created_by=actor.user, name=name, scope=scope, expires_at=expires_at
+    )
+    return created.plaintext
 
 
 def mcp_server_save_and_check(*, actor: Actor, server: McpServer | None, fields: dict[str, Any]) -> McpServer:

@@ -1,22 +1,19 @@
 """The account page: every member's password, tenants, own API keys and other sessions."""
 
-from datetime import timedelta
-
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from tenants.actors import Actor
-from tenants.services import api_key_create, api_key_revoke
+from tenants.services import api_key_revoke
 from web.access import page, render_page
 from web.forms.account import AccountPasswordForm, SignOutOthersForm
 from web.forms.common import apply_service_errors
 from web.forms.settings import ApiKeyForm
 from web.selectors import account_overview_for_actor, own_api_key_get_for_actor
-from web.services import account_password_change, account_sign_out_other_sessions
+from web.services import account_password_change, account_sign_out_other_sessions, api_key_create_for_actor
 
 
 def _account_page(
@@ -78,16 +75,14 @@ def account_api_key_create_view(request: HttpRequest, actor: Actor) -> HttpRespo
     form = ApiKeyForm(request.POST, auto_id="key_%s")
     if not form.is_valid():
         return _account_page(request, actor, key_form=form, status=400)
-    days = form.cleaned_data["expires_in_days"]
-    created = api_key_create(
-        tenant=actor.tenant,
-        created_by=actor.user,
+    plaintext = api_key_create_for_actor(
+        actor=actor,
         name=form.cleaned_data["name"],
         scope=form.cleaned_data["scope"],
-        expires_at=timezone.now() + timedelta(days=days) if days else None,
+        expires_in_days=form.cleaned_data["expires_in_days"],
     )
     # The plaintext exists only in this response: it is not stored, so it cannot be shown again.
-    response = _account_page(request, actor, new_key=created.plaintext)
+    response = _account_page(request, actor, new_key=plaintext)
     response["Cache-Control"] = "no-store"
     return response
 

@@ -1,12 +1,9 @@
-from datetime import timedelta
-
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from tenants.actors import Actor
@@ -18,14 +15,14 @@ from tenants.invitations import (
 )
 from tenants.models import Role
 from tenants.provider_keys.selectors import provider_key_list_for_actor
-from tenants.services import api_key_create, api_key_revoke
+from tenants.services import api_key_revoke
 from web.access import page, render_page, require_role
 from web.forms.common import apply_service_errors
 from web.forms.provider_keys import ProviderKeyForm
 from web.forms.settings import ApiKeyForm, MemberAddForm, MemberRoleForm, TenantLimitsForm
 from web.responses import error_text
 from web.selectors import api_key_get_for_actor, membership_get_for_actor, tenant_settings_for_actor
-from web.services import member_remove, member_role_set, tenant_limits_update
+from web.services import api_key_create_for_actor, member_remove, member_role_set, tenant_limits_update
 
 
 def _settings_page(
@@ -140,16 +137,14 @@ def api_key_create_view(request: HttpRequest, actor: Actor) -> HttpResponse:
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
         return _settings_page(request, actor, key_form=form, status=400)
-    days = form.cleaned_data["expires_in_days"]
-    created = api_key_create(
-        tenant=actor.tenant,
-        created_by=actor.user,
+    plaintext = api_key_create_for_actor(
+        actor=actor,
         name=form.cleaned_data["name"],
         scope=form.cleaned_data["scope"],
-        expires_at=timezone.now() + timedelta(days=days) if days else None,
+        expires_in_days=form.cleaned_data["expires_in_days"],
     )
     # The plaintext exists only in this response: it is not stored, so it cannot be shown again.
-    response = _settings_page(request, actor, new_key=created.plaintext)
+    response = _settings_page(request, actor, new_key=plaintext)
     response["Cache-Control"] = "no-store"
     return response
 
