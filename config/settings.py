@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "memory",
     "tools",
     "mcp_servers",
+    "billing",
     "web",
 ]
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents.model_clients import ProviderNotConfigured, model_client_for
 from agents.runtime.compaction import CompactionPolicy
 from agents.runtime.loop import LoopConfig, LoopResult, run_agent_loop
+from agents.runtime.metering import MeteredModelClient
 from agents.runtime.plan_tool import PlanRequest
 from agents.runtime.types import (
     ChatMessage,
@@ -22,6 +23,8 @@ from agents.runtime.types import (
     ToolProvider,
     ToolSpec,
 )
+from billing.meter import run_credit_meter
+from billing.pricing import run_price
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
@@ -55,6 +58,7 @@ LOOP_OUTCOMES: dict[str, tuple[str, str]] = {
     "timeout": (RunStatus.TIMEOUT, StopReason.TIMEOUT),
     "llm_error": (RunStatus.FAILED, StopReason.LLM_ERROR),
     "context_overflow": (RunStatus.FAILED, StopReason.CONTEXT_OVERFLOW),
+    "insufficient_credits": (RunStatus.FAILED, StopReason.INSUFFICIENT_CREDITS),
 }
 
 
@@ -86,11 +90,22 @@ def _execute_claimed(run: Run, *, handle: RunHandle) -> None:
         _execute_planning(run, handle=handle)
         return
     try:
-        model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
+        model, recorder = _model_and_recorder(run, handle=handle)
     except ProviderNotConfigured as error:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
-    _run_loop(run, model=model, recorder=DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run)))
+    _run_loop(run, model=model, recorder=recorder)
+
+
+def _model_and_recorder(run: Run, *, handle: RunHandle) -> tuple[ModelClient, DjangoRunRecorder]:
+    """The run's model client, its calls held and paid in credits when the tenant meters them."""
+    model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
+    price = run_price(run)
+    recorder = DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run), price=price)
+    meter = run_credit_meter(run, price=price, current_step_id=recorder.open_model_step_id)
+    if meter is not None:
+        model = MeteredModelClient(model, meter)
+    return model, recorder
 
 
 def _run_loop(
@@ -147,11 +162,10 @@ def _subagent_spawner(run: Run, toolset: RunToolset) -> SubagentSpawner | None:
 def _execute_planning(run: Run, *, handle: RunHandle) -> None:
     """Plan and coordinate executors (sessions.planning); the loop synthesizes the answer."""
     try:
-        model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
+        model, recorder = _model_and_recorder(run, handle=handle)
     except ProviderNotConfigured as error:
         run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.LLM_ERROR, error=str(error))
         return
-    recorder = DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run))
     _plan_advance(run, model=model, recorder=recorder)
 
 

@@ -144,6 +144,9 @@ class Run(models.Model):
     output_tokens = models.PositiveBigIntegerField(default=0)
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    # What its model calls cost, in micro-credits (billing), and how many had no known price.
+    cost_micros = models.BigIntegerField(default=0)
+    unpriced_model_calls = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # complex: the run planned (its model called create_plan, or its agent plans every message);
@@ -218,6 +221,8 @@ class Step(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cache_read_tokens = models.PositiveIntegerField(default=0)
     cache_write_tokens = models.PositiveIntegerField(default=0)
+    # A model call's cost in micro-credits (billing); None when its model has no known price.
+    cost_micros = models.BigIntegerField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -17,6 +17,7 @@ from agents.runtime.types import (
     ToolOutcome,
     Usage,
 )
+from billing.pricing import Price, cost_micros
 from core.connections import release_connection
 from core.redaction import redact_tool_arguments
 from sessions.compaction import compaction_snapshot_create
@@ -46,8 +47,12 @@ class DjangoRunRecorder:
     after a write the run gives its database connection back (it is about to wait).
     """
 
-    def __init__(self, run: Run, *, handle: RunHandle, deadline: float | None) -> None:
+    def __init__(
+        self, run: Run, *, handle: RunHandle, deadline: float | None, price: Price | None = None
+    ) -> None:
         self.run = run
+        # The run's model price (billing): each model call's cost is stored with its step.
+        self.price = price
         # Where this process's heartbeat and cancel notices leave a stop request (sessions.run_host).
         self.handle = handle
         # time.monotonic() value after which the run has exceeded its wall-clock limit.
@@ -99,6 +104,7 @@ class DjangoRunRecorder:
         step = self._steps.pop(step_id)
         tokens = usage.as_dict() if usage is not None else {}
         tokens.pop("total_tokens", None)
+        cost = self._cost(step, usage)
         with self.batch():
             step_transition(
                 step,
@@ -106,13 +112,31 @@ class DjangoRunRecorder:
                 output=redact_tool_arguments(output),
                 finished_at=timezone.now(),
                 **tokens,
+                **({"cost_micros": cost} if cost is not None else {}),
             )
             totals: dict[str, Any] = {name: F(name) + value for name, value in tokens.items() if value}
             if step.kind == "model_call":
                 totals["model_calls"] = F("model_calls") + 1
+                if cost is None:
+                    totals["unpriced_model_calls"] = F("unpriced_model_calls") + 1
+                elif cost:
+                    totals["cost_micros"] = F("cost_micros") + cost
             if totals:
                 Run.objects.filter(pk=self.run.pk).update(**totals)
             self.emit("step.completed", _step_end_data(step))
+
+    def _cost(self, step: Step, usage: Usage | None) -> int | None:
+        """A model call's cost; None when its price is unknown (or the step is no model call)."""
+        if step.kind != "model_call" or self.price is None:
+            return None
+        return cost_micros(self.price, usage or Usage())
+
+    def open_model_step_id(self) -> str | None:
+        """The model call step started and not yet ended, if any (the credit ledger links to it)."""
+        for step_id, step in reversed(self._steps.items()):
+            if step.kind == "model_call":
+                return step_id
+        return None
 
     def fail_step(self, step_id: str, *, error: str) -> None:
         step = self._steps.pop(step_id)

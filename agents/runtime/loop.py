@@ -39,6 +39,7 @@ LoopStopReason = Literal[
     "timeout",
     "llm_error",
     "context_overflow",
+    "insufficient_credits",
     "lease_lost",
     "shutdown",
     "awaiting_approval",

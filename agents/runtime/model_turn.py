@@ -22,8 +22,13 @@ from agents.runtime.types import (
 )
 
 InterruptionReason = Literal[
-    "cancelled", "timeout", "lease_lost", "shutdown", "llm_error", "context_overflow"
+    "cancelled", "timeout", "lease_lost", "shutdown", "llm_error", "context_overflow", "insufficient_credits"
 ]
+# Model errors that end the run with their own stop reason rather than ``llm_error``.
+ERROR_KIND_REASONS: dict[str, InterruptionReason] = {
+    "context_overflow": "context_overflow",
+    "insufficient_credits": "insufficient_credits",
+}
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def call_model(
         return TurnInterrupted(reason=reason, usage=cancelled.usage)
     except ModelError as error:
         recorder.fail_step(step_id, error=str(error))
-        failure: InterruptionReason = "context_overflow" if error.kind == "context_overflow" else "llm_error"
+        failure = ERROR_KIND_REASONS.get(error.kind, "llm_error")
         return TurnInterrupted(reason=failure, usage=Usage(), error=str(error))
     with recorder.batch():
         coalescer.flush()  # the last deltas are stored with the message's end

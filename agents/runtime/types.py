@@ -109,6 +109,7 @@ class ModelResponseCompleted:
 ModelStreamEvent = TextDelta | ReasoningDelta | ToolCallRequested | ModelResponseCompleted
 
 ModelErrorKind = Literal[
+    "insufficient_credits",
     "rate_limited",
     "overloaded",
     "server",

@@ -1,0 +1,149 @@
+"""Holding and paying for a run's model calls in credits and budgets (``agents.runtime.metering``).
+
+A hold takes the call's worst case off the tenant's balance and adds it to the month of every
+budget the run falls under, each with a conditional update, in one transaction: two runs
+cannot both spend the last credits. Settling gives the hold back and takes the real cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agents.runtime.metering import CreditsRefused
+from agents.runtime.tokens import estimate_request_tokens
+from agents.runtime.types import ModelRequest, Usage
+from billing.models import Budget, BudgetPeriod, BudgetScope, CreditAccount, LedgerEntry, LedgerKind
+from billing.pricing import Price, cost_micros, credits_text, worst_case_micros
+from sessions.models import Run
+
+
+@dataclass
+class Hold:
+    amount_micros: int
+    step_id: str | None
+    period_ids: list[int] = field(default_factory=list)
+
+
+def run_credit_meter(
+    run: Run, *, price: Price | None, current_step_id: Callable[[], str | None]
+) -> RunCreditMeter | None:
+    """The meter of a run whose tenant has credits or whose member or agent has a budget, else None.
+
+    ``current_step_id`` returns the id of the model call step being made (the ledger links to it).
+    """
+    has_account = CreditAccount.objects.filter(tenant_id=run.tenant_id).exists()
+    applies = Q(scope=BudgetScope.MEMBER, user_id=run.created_by_id) | Q(
+        scope=BudgetScope.AGENT, agent_id=run.agent_id
+    )
+    budgets = list(Budget.objects.filter(applies, tenant_id=run.tenant_id))
+    if not has_account and not budgets:
+        return None
+    return RunCreditMeter(
+        run, price=price, has_account=has_account, budgets=budgets, current_step_id=current_step_id
+    )
+
+
+class RunCreditMeter:
+    def __init__(
+        self,
+        run: Run,
+        *,
+        price: Price | None,
+        has_account: bool,
+        budgets: list[Budget],
+        current_step_id: Callable[[], str | None],
+    ) -> None:
+        self.run = run
+        self.price = price
+        self.has_account = has_account
+        self.budgets = budgets
+        self._current_step_id = current_step_id
+
+    def reserve(self, request: ModelRequest) -> Hold:
+        if self.price is None:
+            config = self.run.agent_config
+            raise CreditsRefused(
+                f"No price is set for the model {config.get('model_provider')}:{config.get('model_name')}, "
+                "so its cost cannot be paid from credits. An operator can add the price in the admin "
+                "(Billing → Model prices)."
+            )
+        amount = worst_case_micros(
+            self.price, input_tokens=estimate_request_tokens(request), max_output_tokens=request.max_tokens
+        )
+        step_id = self._current_step_id()
+        hold = Hold(amount_micros=amount, step_id=step_id)
+        with transaction.atomic():
+            if self.has_account:
+                self._take_from_balance(amount)
+            month = timezone.now().date().replace(day=1)
+            for budget in self.budgets:
+                hold.period_ids.append(_take_from_budget(budget, month, amount))
+            if self.has_account:
+                self._write(LedgerKind.RESERVATION, -amount, step_id)
+        return hold
+
+    def settle(self, hold: object, usage: Usage) -> None:
+        if not isinstance(hold, Hold) or self.price is None:
+            raise TypeError("settle takes a hold this meter made")
+        cost = cost_micros(self.price, usage)
+        with transaction.atomic():
+            if self.has_account:
+                CreditAccount.objects.filter(tenant_id=self.run.tenant_id).update(
+                    balance_micros=F("balance_micros") + hold.amount_micros - cost
+                )
+                self._write(LedgerKind.RELEASE, hold.amount_micros, hold.step_id)
+                self._write(LedgerKind.SETTLEMENT, -cost, hold.step_id)
+            if hold.period_ids:
+                BudgetPeriod.objects.filter(pk__in=hold.period_ids).update(
+                    used_micros=F("used_micros") + cost - hold.amount_micros
+                )
+
+    def _take_from_balance(self, amount: int) -> None:
+        taken = CreditAccount.objects.filter(tenant_id=self.run.tenant_id, balance_micros__gte=amount).update(
+            balance_micros=F("balance_micros") - amount
+        )
+        if not taken:
+            balance = (
+                CreditAccount.objects.filter(tenant_id=self.run.tenant_id)
+                .values_list("balance_micros", flat=True)
+                .first()
+            )
+            raise CreditsRefused(
+                f"Insufficient credits: this model call may cost up to {credits_text(amount)} credits "
+                f"and the balance is {credits_text(balance or 0)}. An owner can add credits in Settings."
+            )
+
+    def _write(self, kind: str, amount: int, step_id: str | None) -> None:
+        LedgerEntry.objects.create(
+            tenant_id=self.run.tenant_id, kind=kind, amount_micros=amount, run_id=self.run.pk, step_id=step_id
+        )
+
+
+def _take_from_budget(budget: Budget, month: date, amount: int) -> int:
+    """Add the hold to the budget's month; refuses when it would pass the limit. Returns the period id."""
+    period = _period(budget, month)
+    taken = BudgetPeriod.objects.filter(
+        pk=period.pk, used_micros__lte=budget.monthly_limit_micros - amount
+    ).update(used_micros=F("used_micros") + amount)
+    if not taken:
+        whose = "your" if budget.scope == BudgetScope.MEMBER else "this agent's"
+        raise CreditsRefused(
+            f"Insufficient credits: this model call may cost up to {credits_text(amount)} credits, "
+            f"more than is left of {whose} monthly budget of {credits_text(budget.monthly_limit_micros)}."
+        )
+    return period.pk
+
+
+def _period(budget: Budget, month: date) -> BudgetPeriod:
+    try:
+        with transaction.atomic():
+            period, _ = BudgetPeriod.objects.get_or_create(budget=budget, month=month)
+    except IntegrityError:  # another run created this month's row at the same moment
+        period = BudgetPeriod.objects.get(budget=budget, month=month)
+    return period
