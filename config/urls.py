@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api import AgentViewSet
+from billing.api import BudgetViewSet, CreditViewSet, LedgerEntryViewSet
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from mcp_servers.api import McpServerViewSet
@@ -22,6 +23,8 @@ router.register("tools", ToolViewSet, basename="tool")
 router.register("mcp-servers", McpServerViewSet, basename="mcp-server")
 router.register("memories", MemoryViewSet, basename="memory")
 router.register("provider-keys", ProviderKeyViewSet, basename="provider-key")
+router.register("credits/ledger", LedgerEntryViewSet, basename="ledger-entry")
+router.register("budgets", BudgetViewSet, basename="budget")
 
 api_v1: list[URLPattern | URLResolver] = [
     # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.
@@ -33,6 +36,8 @@ api_v1: list[URLPattern | URLResolver] = [
         "runs/<str:pk>/events/",
         with_event_stream(RunViewSet.as_view({"get": "events"}), run_event_stream),  # type: ignore[arg-type]
     ),
+    path("credits/", CreditViewSet.as_view({"get": "summary"}), name="credits"),
+    path("credits/grant/", CreditViewSet.as_view({"post": "grant"}), name="credits-grant"),
     path(
         "sessions/<str:pk>/compact/",
         SessionCompactionViewSet.as_view({"post": "compact"}),

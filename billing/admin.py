@@ -1,0 +1,123 @@
+"""Prices (operators), credits, the ledger and budgets in the admin.
+
+The price table is the platform's, so only superusers see it. Credits change only through
+the grant service (a grant typed into the account's form) and the ledger is read-only.
+"""
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from billing.models import MICROS_PER_CREDIT, Budget, CreditAccount, LedgerEntry, ModelPrice
+from billing.pricing import credits_text
+from billing.services import credits_grant, credits_to_micros
+from core.admin import TenantScopedAdmin
+from tenants.models import Role
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    list_display = [
+        "provider",
+        "model",
+        "input_per_million",
+        "output_per_million",
+        "cache_read_per_million",
+        "cache_write_per_million",
+        "as_of",
+    ]
+    list_filter = ["provider"]
+    search_fields = ["model"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+
+class CreditGrantForm(forms.ModelForm):
+    grant = forms.DecimalField(
+        min_value=Decimal("0.000001"), decimal_places=6, max_digits=16, help_text="Credits to add now."
+    )
+    note = forms.CharField(max_length=500, required=False)
+
+    class Meta:
+        model = CreditAccount
+        fields = ["tenant"]
+
+
+@admin.register(CreditAccount)
+class CreditAccountAdmin(TenantScopedAdmin):
+    form = CreditGrantForm
+    view_role = Role.ADMIN
+    write_role = Role.OWNER
+    list_display = ["tenant", "balance", "created_at"]
+    readonly_fields = ["balance", "created_at"]
+
+    @admin.display(description="balance (credits)")
+    def balance(self, account: CreditAccount) -> str:
+        return credits_text(account.balance_micros)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [*self.readonly_fields, "tenant"] if obj is not None else self.readonly_fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: CreditAccount, form: Any, change: bool) -> None:
+        credits_grant(
+            tenant=obj.tenant,
+            amount_micros=credits_to_micros(form.cleaned_data["grant"], field="grant"),
+            granted_by=request.user,
+            note=form.cleaned_data.get("note") or "granted in the admin",
+        )
+        obj.pk = CreditAccount.objects.get(tenant=obj.tenant).pk
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(TenantScopedAdmin):
+    is_view_only = True
+    view_role = Role.ADMIN
+    list_display = ["id", "tenant", "kind", "amount", "run", "actor", "note", "created_at"]
+    list_filter = ["kind"]
+    raw_id_fields = ["run", "step"]
+
+    @admin.display(description="amount (credits)")
+    def amount(self, entry: LedgerEntry) -> str:
+        return credits_text(entry.amount_micros)
+
+
+class BudgetForm(forms.ModelForm):
+    monthly_limit = forms.DecimalField(min_value=Decimal("0.000001"), decimal_places=6, max_digits=16)
+
+    class Meta:
+        model = Budget
+        fields = ["tenant", "scope", "user", "agent"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["monthly_limit"].initial = (
+                Decimal(self.instance.monthly_limit_micros) / MICROS_PER_CREDIT
+            )
+
+    def save(self, commit: bool = True) -> Budget:
+        self.instance.monthly_limit_micros = credits_to_micros(self.cleaned_data["monthly_limit"])
+        return super().save(commit=commit)
+
+
+@admin.register(Budget)
+class BudgetAdmin(TenantScopedAdmin):
+    form = BudgetForm
+    view_role = Role.ADMIN
+    write_role = Role.OWNER
+    list_display = ["tenant", "scope", "user", "agent", "limit", "updated_at"]
+    list_filter = ["scope"]
+
+    @admin.display(description="monthly limit (credits)")
+    def limit(self, budget: Budget) -> str:
+        return credits_text(budget.monthly_limit_micros)

@@ -1,0 +1,83 @@
+from rest_framework import serializers
+
+from billing.models import Budget, BudgetScope, LedgerEntry, LedgerKind
+from billing.pricing import credits_text
+from core.api.serializers import StrictSerializer
+
+CREDITS_HELP = "Credits as a decimal string with six places; one credit buys one US dollar of model use."
+
+
+class CreditsField(serializers.Field):
+    """Micro-credits out as a decimal string ("12.500000")."""
+
+    def to_representation(self, value: int) -> str:
+        return credits_text(value)
+
+
+class CreditSummarySerializer(serializers.Serializer):
+    is_metered = serializers.BooleanField(
+        help_text="Whether this workspace's runs pay in credits (true once credits were first granted)."
+    )
+    balance = CreditsField(source="balance_micros", help_text=f"What is left to spend. {CREDITS_HELP}")
+    ledger_total = CreditsField(
+        source="ledger_total_micros", help_text="The sum of every ledger entry; equal to the balance."
+    )
+
+
+class CreditGrantSerializer(StrictSerializer):
+    amount = serializers.DecimalField(
+        max_digits=16, decimal_places=6, help_text='Credits to add, above 0 ("10", "2.5").'
+    )
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class LedgerEntrySerializer(serializers.ModelSerializer):
+    kind = serializers.ChoiceField(choices=LedgerKind.choices, read_only=True)
+    amount = CreditsField(source="amount_micros", help_text=f"Positive adds, negative takes. {CREDITS_HELP}")
+    actor = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LedgerEntry
+        fields = ["id", "kind", "amount", "run", "step", "actor", "note", "created_at"]
+        read_only_fields = fields
+
+    def get_actor(self, entry: LedgerEntry) -> str | None:
+        return entry.actor.email if entry.actor is not None else None
+
+
+class BudgetSerializer(serializers.Serializer):
+    id = serializers.UUIDField(read_only=True)
+    scope = serializers.ChoiceField(choices=BudgetScope.choices, read_only=True)
+    user = serializers.IntegerField(source="user_id", read_only=True, allow_null=True)
+    agent = serializers.UUIDField(source="agent_id", read_only=True, allow_null=True)
+    monthly_limit = CreditsField(
+        source="monthly_limit_micros",
+        help_text=f"The most this member or agent may spend in a calendar month (UTC). {CREDITS_HELP}",
+    )
+    used_this_month = serializers.SerializerMethodField(
+        help_text="Spent this month, with the holds of model calls in flight."
+    )
+    created_at = serializers.DateTimeField(read_only=True)
+    updated_at = serializers.DateTimeField(read_only=True)
+
+    def get_used_this_month(self, budget: Budget) -> str:
+        return credits_text(self.context.get("used", {}).get(budget.pk, 0))
+
+
+class BudgetCreateSerializer(StrictSerializer):
+    scope = serializers.ChoiceField(choices=BudgetScope.choices)
+    user = serializers.IntegerField(
+        required=False, allow_null=True, help_text="The member (user id), for a member budget."
+    )
+    agent = serializers.UUIDField(
+        required=False, allow_null=True, help_text="The agent, for an agent budget."
+    )
+    monthly_limit = serializers.DecimalField(
+        max_digits=16, decimal_places=6, help_text="Credits per calendar month (UTC), above 0."
+    )
+
+
+class BudgetUpdateSerializer(StrictSerializer):
+    monthly_limit = serializers.DecimalField(
+        max_digits=16, decimal_places=6, help_text="Credits per calendar month (UTC), above 0."
+    )
