@@ -1,8 +1,19 @@
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from billing.models import Budget, BudgetScope, LedgerEntry, LedgerKind
 from billing.pricing import credits_text
 from core.api.serializers import StrictSerializer
+
+CREDITS_INPUT = RegexValidator(
+    r"^\d{1,10}(\.\d{1,6})?$", message='Enter a number of credits as a string, such as "10" or "2.50".'
+)
+
+
+def credits_input(help_text: str) -> serializers.CharField:
+    """Credits typed in: a decimal string with up to six places (exact, unlike a JSON number)."""
+    return serializers.CharField(max_length=17, validators=[CREDITS_INPUT], help_text=help_text)
+
 
 CREDITS_HELP = "Credits as a decimal string with six places; one credit buys one US dollar of model use."
 
@@ -25,9 +36,7 @@ class CreditSummarySerializer(serializers.Serializer):
 
 
 class CreditGrantSerializer(StrictSerializer):
-    amount = serializers.DecimalField(
-        max_digits=16, decimal_places=6, help_text='Credits to add, above 0 ("10", "2.5").'
-    )
+    amount = credits_input('Credits to add, above 0 ("10", "2.5").')
     note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
 
 
@@ -72,12 +81,8 @@ class BudgetCreateSerializer(StrictSerializer):
     agent = serializers.UUIDField(
         required=False, allow_null=True, help_text="The agent, for an agent budget."
     )
-    monthly_limit = serializers.DecimalField(
-        max_digits=16, decimal_places=6, help_text="Credits per calendar month (UTC), above 0."
-    )
+    monthly_limit = credits_input("Credits per calendar month (UTC), above 0.")
 
 
 class BudgetUpdateSerializer(StrictSerializer):
-    monthly_limit = serializers.DecimalField(
-        max_digits=16, decimal_places=6, help_text="Credits per calendar month (UTC), above 0."
-    )
+    monthly_limit = credits_input("Credits per calendar month (UTC), above 0.")

@@ -20,6 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.parameters import ParameterLocation
 
+from billing.services import budget_create, credits_grant
 from config.wsgi import application
 from mcp_servers.services import mcp_server_create
 from memory.services import memory_create
@@ -37,8 +38,8 @@ IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
 # Schema-valid bodies these operations may still refuse with a 400, by rules over the tenant's data
 # that a schema cannot state: unique names, references to other objects (users, tools, tool calls),
 # an object's state (only a pending memory is approved, only a failed run retried), a provider's
-# own temperature range, transports that need a URL, URLs the outbound guard refuses, and one
-# provider key per provider.
+# own temperature range, transports that need a URL, URLs the outbound guard refuses, one
+# provider key per provider, amounts of credits above zero and one budget per member or agent.
 RULES_OVER_DATA = [
     ("POST", "/api/v1/agents/"),
     ("PUT", "/api/v1/agents/{id}/"),
@@ -57,6 +58,10 @@ RULES_OVER_DATA = [
     ("POST", "/api/v1/provider-keys/"),
     ("PUT", "/api/v1/provider-keys/{id}/"),
     ("PATCH", "/api/v1/provider-keys/{id}/"),
+    ("POST", "/api/v1/credits/grant/"),
+    ("POST", "/api/v1/budgets/"),
+    ("PUT", "/api/v1/budgets/{id}/"),
+    ("PATCH", "/api/v1/budgets/{id}/"),
     ("POST", "/api/v1/runs/{id}/approve/"),
     ("POST", "/api/v1/runs/{id}/retry/"),
 ]
@@ -104,7 +109,11 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
         actor=actor, name="docs", transport="streamable_http", url="https://mcp.example.com/mcp"
     )
     provider_key = provider_key_create(actor=actor, provider="anthropic", api_key="sk-ant-fuzzed-key")
+    ledger_entry = credits_grant(tenant=cast.tenant_a, amount_micros=1_000_000, granted_by=cast.alice)
+    budget = budget_create(actor=actor, scope="agent", agent_id=agent.pk, monthly_limit="5")
     return {
+        "credits": str(ledger_entry.pk),
+        "budgets": str(budget.pk),
         "key": make_api_key(tenant=cast.tenant_a, user=cast.alice),
         "provider-keys": str(provider_key.pk),
         "agents": str(agent.pk),
