@@ -100,7 +100,7 @@ class BudgetForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.instance.pk:
+        if self.instance.monthly_limit_micros is not None:
             self.fields["monthly_limit"].initial = (
                 Decimal(self.instance.monthly_limit_micros) / MICROS_PER_CREDIT
             )

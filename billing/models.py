@@ -137,6 +137,7 @@ class LedgerEntry(models.Model):
 
     class Meta:
         ordering = ["-id"]
+        verbose_name_plural = "ledger entries"
         indexes = [models.Index(fields=["tenant", "-id"], name="ledger_tenant_recent")]
 
     def __str__(self) -> str:

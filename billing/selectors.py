@@ -10,8 +10,10 @@ from django.db.models import QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
+from agents.models import Agent
 from billing.models import Budget, BudgetPeriod, CreditAccount, LedgerEntry
 from tenants.actors import Actor
+from tenants.models import Membership
 
 
 @dataclass(frozen=True)
@@ -57,3 +59,47 @@ def budget_used_this_month(budgets: Any) -> dict[Any, int]:
 def credit_balance_micros(tenant: Any) -> int:
     balance = CreditAccount.objects.filter(tenant=tenant).values_list("balance_micros", flat=True).first()
     return balance or 0
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    budget: Budget
+    target: str
+    used_micros: int
+
+
+@dataclass(frozen=True)
+class CreditsOverview:
+    summary: CreditSummary
+    recent_entries: list[LedgerEntry]
+    budgets: list[BudgetRow]
+
+
+def credits_overview_for_actor(*, actor: Actor, recent: int = 10) -> CreditsOverview:
+    """The settings page's credits: the balance, the latest ledger entries and the budgets."""
+    budgets = list(budget_list_for_actor(actor=actor))
+    used = budget_used_this_month(budgets)
+    return CreditsOverview(
+        summary=credit_summary_for_actor(actor=actor),
+        recent_entries=list(ledger_list_for_actor(actor=actor)[:recent]),
+        budgets=[
+            BudgetRow(
+                budget=budget,
+                target=budget.user.email
+                if budget.user is not None
+                else (budget.agent.name if budget.agent else ""),
+                used_micros=used.get(budget.pk, 0),
+            )
+            for budget in budgets
+        ],
+    )
+
+
+def budget_form_choices(*, actor: Actor) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(members, agents) of the actor's tenant, as (value, label) choices."""
+    members = Membership.objects.filter(tenant=actor.tenant).select_related("user").order_by("user__email")
+    agents = Agent.objects.filter(tenant=actor.tenant).order_by("name")
+    return (
+        [(str(membership.user_id), membership.user.email) for membership in members],
+        [(str(agent.pk), agent.name) for agent in agents],
+    )

@@ -306,6 +306,10 @@ def test_admin_labels_read_well() -> None:
         "memory.Memory": ("Memory", "memories"),
         "tools.Tool": ("Tools", "tools"),
         "mcp_servers.McpServer": ("MCP servers", "MCP servers"),
+        "billing.ModelPrice": ("Billing", "model prices"),
+        "billing.CreditAccount": ("Billing", "credit accounts"),
+        "billing.LedgerEntry": ("Billing", "ledger entries"),
+        "billing.Budget": ("Billing", "budgets"),
     }
 
 

@@ -15,6 +15,8 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.models import Agent
+from billing.models import Budget, CreditAccount, LedgerEntry
+from billing.services import credits_grant
 from core.admin import TenantScopedAdmin
 from mcp_servers.models import McpServer
 from memory.models import Memory
@@ -31,9 +33,19 @@ User = get_user_model()
 
 # What a tenant owner may add, change and delete here; the admin refuses the others with 403
 # before it looks for the row.
-ADDABLE_BY_TENANT_OWNERS = {Agent, ProviderKey}
-CHANGEABLE_BY_TENANT_OWNERS = {Tenant, Agent, Memory, Tool, McpServer, ApiKey, ProviderKey}
-DELETABLE_BY_TENANT_OWNERS = {Agent, Memory, McpServer, ApiKey, ProviderKey}
+ADDABLE_BY_TENANT_OWNERS = {Agent, ProviderKey, CreditAccount, Budget}
+CHANGEABLE_BY_TENANT_OWNERS = {
+    Tenant,
+    Agent,
+    Memory,
+    Tool,
+    McpServer,
+    ApiKey,
+    ProviderKey,
+    CreditAccount,
+    Budget,
+}
+DELETABLE_BY_TENANT_OWNERS = {Agent, Memory, McpServer, ApiKey, ProviderKey, Budget}
 
 
 @dataclass
@@ -90,7 +102,12 @@ def rows_of_every_kind(tenant: Tenant, owner: Any, prefix: str) -> Rows:
     provider_key = ProviderKey.objects.create(
         tenant=tenant, provider="anthropic", api_key=f"sk-ant-{prefix}-provider-secret"
     )
+    ledger_entry = credits_grant(tenant=tenant, amount_micros=1_000_000, note=f"{prefix} grant")
+    budget = Budget.objects.create(tenant=tenant, scope="agent", agent=agent, monthly_limit_micros=5_000_000)
     by_model: dict[type[Model], Model] = {
+        CreditAccount: CreditAccount.objects.get(tenant=tenant),
+        LedgerEntry: ledger_entry,
+        Budget: budget,
         Tenant: tenant,
         Membership: Membership.objects.get(tenant=tenant, user=owner),
         User: owner,

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.db.models import Sum
+from django.test import Client
 from rest_framework.test import APIClient
 
 from billing.models import Budget, BudgetScope, CreditAccount, LedgerEntry, ModelPrice
@@ -317,3 +318,46 @@ def test_operators_grant_and_refund_credits_with_a_command(cast: Cast) -> None:
         ("grant", 7_250_000, "trial"),
         ("refund", 250_000, ""),
     ]
+
+
+# --- Admin ------------------------------------------------------------------------------
+
+
+def test_operators_edit_prices_and_grant_credits_in_the_admin(cast: Cast, admin_client: Any) -> None:
+    price = set_price()
+
+    edited = admin_client.post(
+        f"/admin/billing/modelprice/{price.pk}/change/",
+        {
+            "provider": "anthropic",
+            "model": "test-model",
+            "input_per_million": "2.5",
+            "output_per_million": "10",
+            "cache_read_per_million": "0.25",
+            "cache_write_per_million": "3",
+            "as_of": "2026-11-27",
+        },
+    )
+    granted = admin_client.post(
+        "/admin/billing/creditaccount/add/",
+        {"tenant": str(cast.tenant_a.pk), "grant": "3.5", "note": "trial"},
+    )
+
+    assert (edited.status_code, granted.status_code) == (302, 302)
+    price.refresh_from_db()
+    assert (price.input_per_million, price.output_per_million) == (Decimal("2.5"), Decimal("10"))
+    assert balance_of(cast.tenant_a) == 3_500_000
+    entry = LedgerEntry.objects.get()
+    assert (entry.kind, entry.amount_micros, entry.note, entry.actor.is_superuser) == (
+        "grant",
+        3_500_000,
+        "trial",
+        True,
+    )  # type: ignore[union-attr]
+
+
+def test_tenant_owners_do_not_see_the_platform_price_table(cast: Cast) -> None:
+    client = Client()
+    client.force_login(cast.alice)
+
+    assert client.get("/admin/billing/modelprice/").status_code == 403

@@ -5,6 +5,7 @@ from web.views import (
     agents,
     auth,
     chat,
+    credits,
     dashboard,
     invitations,
     mcp,
@@ -92,6 +93,10 @@ urlpatterns = [
     path("settings/api-keys/<str:api_key_id>/revoke/", settings.api_key_revoke_view, name="api-key-revoke"),
     path("settings/limits/", settings.limits_view, name="limits"),
     path("settings/provider-keys/", provider_keys.provider_key_save_view, name="provider-key-save"),
+    path("settings/credits/grant/", credits.credits_grant_view, name="credits-grant"),
+    path("settings/budgets/", credits.budget_create_view, name="budget-create"),
+    path("settings/budgets/<str:budget_id>/limit/", credits.budget_update_view, name="budget-update"),
+    path("settings/budgets/<str:budget_id>/delete/", credits.budget_delete_view, name="budget-delete"),
     path(
         "settings/provider-keys/<str:provider_key_id>/test/",
         provider_keys.provider_key_test_view,

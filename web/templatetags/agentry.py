@@ -5,6 +5,7 @@ from typing import Any
 
 from django import template
 
+from billing.pricing import credits_text
 from sessions.models import Session
 from sessions.serializers import SessionLaneMixin
 from tenants.actors import Actor
@@ -113,3 +114,9 @@ def nav_current(context: template.Context, prefix: str) -> str:
     path = getattr(request, "path", "")
     is_current = path == "/" if prefix == "/" else path.startswith(prefix)
     return "page" if is_current else ""
+
+
+@register.filter
+def credits(micros: int | None) -> str:
+    """Micro-credits as credits with six places, exactly as the ledger counts them."""
+    return credits_text(int(micros or 0))

@@ -33,7 +33,7 @@ def provider_key_save_view(request: HttpRequest, actor: Actor) -> HttpResponse:
         else:
             messages.success(request, f"{provider_key.get_provider_display()} key saved.")
             return _back_to_the_keys()
-    return render_settings_page(request, actor, provider_key_form=form, status=400)
+    return render_settings_page(request, actor, forms={"provider_key_form": form}, status=400)
 
 
 @require_POST

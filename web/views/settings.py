@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
@@ -6,6 +8,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from billing.selectors import budget_form_choices, credits_overview_for_actor
 from tenants.actors import Actor
 from tenants.invitations import (
     CreatedInvitation,
@@ -18,6 +21,7 @@ from tenants.provider_keys.selectors import provider_key_list_for_actor
 from tenants.services import api_key_revoke
 from web.access import page, render_page, require_role
 from web.forms.common import apply_service_errors
+from web.forms.credits import BudgetForm, BudgetLimitForm, CreditGrantForm
 from web.forms.provider_keys import ProviderKeyForm
 from web.forms.settings import ApiKeyForm, MemberAddForm, MemberRoleForm, TenantLimitsForm
 from web.responses import error_text
@@ -33,12 +37,15 @@ def _settings_page(
     key_form: ApiKeyForm | None = None,
     limits_form: TenantLimitsForm | None = None,
     provider_key_form: ProviderKeyForm | None = None,
+    grant_form: CreditGrantForm | None = None,
+    budget_form: BudgetForm | None = None,
     new_key: str = "",
     new_invitation: CreatedInvitation | None = None,
     status: int = 200,
 ) -> HttpResponse:
     overview = tenant_settings_for_actor(actor=actor)
     current = {name: value for name, value, _ in overview.limits}
+    members, agents = budget_form_choices(actor=actor)
     context = {
         "overview": overview,
         "member_form": member_form or MemberAddForm(),
@@ -50,15 +57,19 @@ def _settings_page(
         "sends_email": settings.EMAIL_BACKEND != "django.core.mail.backends.dummy.EmailBackend",
         "provider_keys": list(provider_key_list_for_actor(actor=actor)),
         "provider_key_form": provider_key_form or ProviderKeyForm(),
+        "credits": credits_overview_for_actor(actor=actor),
+        "grant_form": grant_form or CreditGrantForm(),
+        "budget_form": budget_form or BudgetForm(members=members, agents=agents),
+        "budget_limit_form": BudgetLimitForm(),
     }
     return render_page(request, actor, "web/settings/page.html", context, status=status)
 
 
 def render_settings_page(
-    request: HttpRequest, actor: Actor, *, provider_key_form: ProviderKeyForm, status: int
+    request: HttpRequest, actor: Actor, *, forms: dict[str, Any], status: int
 ) -> HttpResponse:
-    """The page again, with the provider key form and its errors (web.views.provider_keys)."""
-    return _settings_page(request, actor, provider_key_form=provider_key_form, status=status)
+    """The page again, with one section's form and its errors (web.views.provider_keys, .credits)."""
+    return _settings_page(request, actor, **forms, status=status)
 
 
 @page(role=Role.ADMIN)
