@@ -175,7 +175,8 @@ def _plan_advance(run: Run, *, model: ModelClient, recorder: DjangoRunRecorder) 
     if outcome.action == "wait":
         return
     if outcome.action == "fail":
-        run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.ERROR, error=outcome.text)
+        stop_reason = outcome.extra.get("stop_reason", StopReason.ERROR)
+        run_finish(run, status=RunStatus.FAILED, stop_reason=stop_reason, error=outcome.text)
         return
     if outcome.action == "cancelled":
         _finish_stopped_planning(run, recorder)

@@ -361,3 +361,21 @@ def test_tenant_owners_do_not_see_the_platform_price_table(cast: Cast) -> None:
     client.force_login(cast.alice)
 
     assert client.get("/admin/billing/modelprice/").status_code == 403
+
+
+def test_a_planned_run_without_credits_for_its_planner_ends_insufficient_credits(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    set_price()
+    agent = make_agent(
+        tenant=cast.tenant_a, model_provider="anthropic", model_name="test-model", planning_mode="plan"
+    )
+    credits_grant(tenant=cast.tenant_a, amount_micros=1)
+
+    run = run_to_end(
+        bob_api, post_message(bob_api, start_session(bob_api, agent.pk), "1. a\n2. b")["run"]["id"]
+    )  # type: ignore[index]
+
+    assert (run["status"], run["stop_reason"]) == ("failed", "insufficient_credits")
+    assert str(run["error"]).startswith("Insufficient credits: this model call may cost up to ")
+    assert fake_model.requests == []

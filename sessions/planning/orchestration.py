@@ -70,7 +70,9 @@ def run_plan_advance(run: Run, *, model: ModelClient, recorder: DjangoRunRecorde
             route_to_plan_record(run, reason=PLAN_MODE_REASON, recorder=recorder)
         return _plan_create(run, model=model, recorder=recorder)
     except PlannerCallFailed as error:
-        return PlanningOutcome("cancelled" if error.is_cancelled else "fail", text=str(error))
+        if error.is_cancelled:
+            return PlanningOutcome("cancelled", text=str(error))
+        return PlanningOutcome("fail", text=str(error), extra={"stop_reason": error.stop_reason})
 
 
 def _request_text(run: Run) -> str:

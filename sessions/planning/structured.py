@@ -15,11 +15,13 @@ from sessions.recorder import DjangoRunRecorder
 
 
 class PlannerCallFailed(Exception):
-    """The model call failed for good (``is_cancelled``: the run was asked to stop)."""
+    """The model call failed for good (``is_cancelled``: the run was asked to stop;
+    ``stop_reason``: how the run ends)."""
 
-    def __init__(self, message: str, *, is_cancelled: bool = False) -> None:
+    def __init__(self, message: str, *, is_cancelled: bool = False, stop_reason: str = "error") -> None:
         super().__init__(message)
         self.is_cancelled = is_cancelled
+        self.stop_reason = stop_reason
 
 
 def structured_call(
@@ -53,6 +55,8 @@ def structured_call(
         raise PlannerCallFailed("the run was stopped", is_cancelled=True) from cancelled
     except ModelError as error:
         recorder.fail_step(step_id, error=str(error))
+        if error.kind == "insufficient_credits":
+            raise PlannerCallFailed(str(error), stop_reason="insufficient_credits") from error
         raise PlannerCallFailed(f"the {purpose} model call failed: {error}") from error
     if completed is None:
         recorder.fail_step(step_id, error="the stream ended without a response")
