@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from billing.models import MICROS_PER_CREDIT, Budget, CreditAccount, LedgerEntry, ModelPrice
 from billing.pricing import credits_text
-from billing.services import credits_grant, credits_to_micros
+from billing.services import credits_grant, credits_to_micros, tenant_mark_metered
 from core.admin import TenantScopedAdmin
 from tenants.models import Role
 
@@ -121,3 +121,7 @@ class BudgetAdmin(TenantScopedAdmin):
     @admin.display(description="monthly limit (credits)")
     def limit(self, budget: Budget) -> str:
         return credits_text(budget.monthly_limit_micros)
+
+    def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
+        tenant_mark_metered(tenant=obj.tenant)
+        super().save_model(request, obj, form, change)

@@ -37,6 +37,8 @@ def run_credit_meter(
 
     ``current_step_id`` returns the id of the model call step being made (the ledger links to it).
     """
+    if not run.tenant.is_metered:
+        return None
     has_account = CreditAccount.objects.filter(tenant_id=run.tenant_id).exists()
     applies = Q(scope=BudgetScope.MEMBER, user_id=run.created_by_id) | Q(
         scope=BudgetScope.AGENT, agent_id=run.agent_id

@@ -43,6 +43,7 @@ def credits_grant(
     if amount_micros <= 0:
         raise ValidationError({"amount": ["Enter an amount above 0."]})
     with transaction.atomic():
+        tenant_mark_metered(tenant=tenant)
         CreditAccount.objects.get_or_create(tenant=tenant)
         CreditAccount.objects.filter(tenant=tenant).update(balance_micros=F("balance_micros") + amount_micros)
         return LedgerEntry.objects.create(
@@ -90,7 +91,9 @@ def budget_create(
     _assign_target(budget, actor=actor, user_id=user_id, agent_id=agent_id)
     budget.monthly_limit_micros = credits_to_micros(monthly_limit, field="monthly_limit")
     _refuse_duplicate(budget)
-    budget.save()
+    with transaction.atomic():
+        tenant_mark_metered(tenant=actor.tenant)
+        budget.save()
     return budget
 
 
@@ -136,6 +139,13 @@ def _refuse_duplicate(budget: Budget) -> None:
     if existing.exists():
         target = "user" if budget.scope == BudgetScope.MEMBER else "agent"
         raise ValidationError({target: ["This one already has a budget: change its limit instead."]})
+
+
+def tenant_mark_metered(*, tenant: Tenant) -> None:
+    """From now on the tenant's runs look for credits and budgets (``Tenant.is_metered``)."""
+    if not tenant.is_metered:
+        Tenant.objects.filter(pk=tenant.pk).update(is_metered=True)
+        tenant.is_metered = True
 
 
 def _require_owner(actor: Actor) -> None:

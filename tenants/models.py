@@ -32,6 +32,9 @@ class Tenant(models.Model):
     name = models.CharField(max_length=200)
     # Limits and defaults (see tenants.limits for the keys and their defaults).
     settings = models.JSONField(default=default_tenant_settings, blank=True)
+    # Set by billing's services once the tenant has credits or a budget, and never cleared: a run
+    # of a tenant without either reads neither (billing.meter).
+    is_metered = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -11,7 +11,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from billing.models import Budget, BudgetScope, CreditAccount, LedgerEntry, ModelPrice
-from billing.services import credits_grant
+from billing.services import credits_grant, tenant_mark_metered
 from sessions.models import Run, Step
 from tests.conftest import Cast
 from tests.factories import make_agent
@@ -163,6 +163,7 @@ def test_a_member_budget_refuses_a_call_that_would_pass_it(
     Budget.objects.create(
         tenant=cast.tenant_a, scope=BudgetScope.MEMBER, user=cast.bob, monthly_limit_micros=1000
     )
+    tenant_mark_metered(tenant=cast.tenant_a)
 
     run = run_to_end(bob_api, post_message(bob_api, start_session(bob_api, agent.pk), "hello")["run"]["id"])  # type: ignore[index]
 
@@ -181,6 +182,7 @@ def test_an_agent_budget_counts_what_its_runs_spent(
     budget = Budget.objects.create(
         tenant=cast.tenant_a, scope=BudgetScope.AGENT, agent=agent, monthly_limit_micros=1_000_000
     )
+    tenant_mark_metered(tenant=cast.tenant_a)
     fake_model.script(Turn(text="ok", usage=(10, 5, 0, 0)))
 
     run = run_to_end(bob_api, post_message(bob_api, start_session(bob_api, agent.pk), "hello")["run"]["id"])  # type: ignore[index]
