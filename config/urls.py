@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api import AgentViewSet
+from audit.api import AuditEntryViewSet
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from mcp_servers.api import McpServerViewSet
@@ -22,6 +23,7 @@ router.register("tools", ToolViewSet, basename="tool")
 router.register("mcp-servers", McpServerViewSet, basename="mcp-server")
 router.register("memories", MemoryViewSet, basename="memory")
 router.register("provider-keys", ProviderKeyViewSet, basename="provider-key")
+router.register("audit", AuditEntryViewSet, basename="audit-entry")
 
 api_v1: list[URLPattern | URLResolver] = [
     # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.
