@@ -20,6 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.parameters import ParameterLocation
 
+from audit.models import AuditEntry
 from config.wsgi import application
 from mcp_servers.services import mcp_server_create
 from memory.services import memory_create
@@ -104,6 +105,8 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
         actor=actor, name="docs", transport="streamable_http", url="https://mcp.example.com/mcp"
     )
     provider_key = provider_key_create(actor=actor, provider="anthropic", api_key="sk-ant-fuzzed-key")
+    audit_entry = AuditEntry.objects.filter(tenant=cast.tenant_a).first()
+    assert audit_entry is not None  # the writes above recorded theirs
     return {
         "key": make_api_key(tenant=cast.tenant_a, user=cast.alice),
         "provider-keys": str(provider_key.pk),
@@ -113,6 +116,7 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
         "memories": str(memory.pk),
         "tools": str(tool.pk),
         "mcp-servers": str(server.pk),
+        "audit": str(audit_entry.pk),
     }
 
 
