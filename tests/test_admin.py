@@ -306,6 +306,7 @@ def test_admin_labels_read_well() -> None:
         "memory.Memory": ("Memory", "memories"),
         "tools.Tool": ("Tools", "tools"),
         "mcp_servers.McpServer": ("MCP servers", "MCP servers"),
+        "audit.AuditEntry": ("Audit log", "audit entries"),
     }
 
 
