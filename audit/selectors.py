@@ -12,6 +12,9 @@ from audit.models import AuditEntry
 from tenants.actors import Actor
 from tenants.models import Role
 
+# User ids are 32-bit (django.contrib.auth's AutoField): a longer number names nobody.
+MAX_USER_ID = 2**31 - 1
+
 
 def _require_reader(actor: Actor) -> None:
     if not actor.can(Role.ADMIN):
@@ -37,7 +40,9 @@ def audit_entry_list_for_actor(
     user = user.strip()
     if user:
         by_user = Q(actor_label__iexact=user) | Q(actor__email__iexact=user)
-        entries = entries.filter(by_user | Q(actor_id=int(user)) if user.isdigit() else by_user)
+        if user.isascii() and user.isdigit() and int(user) <= MAX_USER_ID:
+            by_user |= Q(actor_id=int(user))
+        entries = entries.filter(by_user)
     if object_type:
         entries = entries.filter(object_type=object_type)
     if since is not None:

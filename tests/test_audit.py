@@ -512,6 +512,7 @@ def test_the_list_filters_by_actor_object_type_and_days(
         == []
     )
     assert listed_ids(alice_api, "?actor=&object_type=agent") == [old]
+    assert listed_ids(alice_api, "?actor=99999999999999999999999") == []
 
 
 @pytest.mark.parametrize(
@@ -696,3 +697,25 @@ def test_retention_runs_on_a_schedule(db: None) -> None:
         Schedule.MINUTES,
         60,
     )
+
+
+def test_provider_keys_added_in_the_admin_are_recorded_without_the_key(cast: Cast) -> None:
+    new = NewEntries()
+
+    signed_in(cast.alice).post(
+        "/admin/tenants/providerkey/add/",
+        {"tenant": str(cast.tenant_a.pk), "provider": "openai", "new_api_key": "sk-admin-added-key"},
+    )
+
+    [entry] = new()
+    assert (entry.object_type, entry.action, entry.source, entry.actor) == (
+        "provider_key",
+        "create",
+        "admin",
+        cast.alice,
+    )
+    assert entry.changes == {
+        "provider": [None, "openai"],
+        "api_key": [None, "[redacted]"],
+        "base_url": [None, ""],
+    }
