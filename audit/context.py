@@ -49,9 +49,13 @@ def audit_context_use_api_key(*, user: Any, api_key_prefix: str) -> None:
     """The request authenticated with an API key: its writes are the key creator's, from the API.
 
     Replaces the value for the rest of the request; the middleware's reset still restores
-    what was there before the request.
+    what was there before the request. Without the middleware's context (a view called
+    directly) there is no request to narrow, and a value set here would outlive it.
     """
-    _current.set(replace(_current.get(), source=AuditSource.API, user=user, api_key_prefix=api_key_prefix))
+    current = _current.get()
+    if current is SYSTEM_CONTEXT:
+        return
+    _current.set(replace(current, source=AuditSource.API, user=user, api_key_prefix=api_key_prefix))
 
 
 def source_of_path(path: str) -> str:

@@ -411,6 +411,17 @@ def test_writes_outside_a_request_are_recorded_as_system(cast: Cast) -> None:
     assert new.summary() == [("api_key", "create", "system", "system")]
 
 
+def test_a_requests_context_ends_with_the_request(cast: Cast) -> None:
+    client, _ = api_key_for(cast, cast.alice)
+    client.post("/api/v1/agents/", {"name": "Scout"}, format="json")
+    signed_in(cast.alice).get("/agents/")
+    new = NewEntries()
+
+    api_key_create(tenant=cast.tenant_a, created_by=cast.alice, name="after the requests")
+
+    assert new.summary() == [("api_key", "create", "system", "system")]
+
+
 def test_an_update_that_changes_nothing_records_nothing(cast: Cast) -> None:
     agent = make_agent(tenant=cast.tenant_a, name="Helper")
     new = NewEntries()
