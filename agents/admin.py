@@ -1,4 +1,5 @@
-"""Agents in the admin, checked by the same rules as the app and the API (agents.services)."""
+"""Agents in the admin, checked by the same rules as the app and the API (agents.services),
+and saved and deleted through them, so each change is in the audit log."""
 
 import copy
 from typing import Any
@@ -6,10 +7,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db.models import QuerySet
 from django.forms.models import construct_instance
+from django.http import HttpRequest
 
 from agents.models import Agent
-from agents.services import EDITABLE_FIELDS, agent_check
+from agents.services import EDITABLE_FIELDS, agent_check, agent_delete, agent_save_checked
 from core.admin import TenantScopedAdmin
 
 
@@ -39,3 +42,13 @@ class AgentAdmin(TenantScopedAdmin):
     list_filter = ["tenant", "model_provider", "is_active"]
     search_fields = ["name", "description", "tenant__slug"]
     readonly_fields = ["created_at", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        agent_save_checked(agent=obj)
+
+    def delete_model(self, request: HttpRequest, obj: Agent) -> None:
+        agent_delete(agent=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        for agent in queryset:
+            agent_delete(agent=agent)

@@ -7,6 +7,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from agents.models import MAX_STEPS_RANGE, MAX_TOKENS_RANGE, TEMPERATURE_RANGES, Agent, ModelProvider
+from audit.models import AuditAction
+from audit.services import audit_record, audit_values
 from tenants.actors import Actor
 from tenants.limits import tenant_limit
 from tenants.models import Tenant
@@ -63,15 +65,34 @@ def _validate_agent(*, agent: Agent) -> None:
         raise ValidationError(errors)
 
 
-def _save(agent: Agent) -> Agent:
+def _save(agent: Agent, *, before: dict[str, Any] | None) -> Agent:
+    """Validate, save and record the change from ``before`` (``None``: a new agent)."""
     agent.name = agent.name.strip()
     _validate_agent(agent=agent)
     try:
         with transaction.atomic():
             agent.save()
+            _record(agent, AuditAction.CREATE if before is None else AuditAction.UPDATE, before=before)
     except IntegrityError as error:  # a concurrent create took the name between check and insert
         raise ValidationError({"name": ["An agent with this name already exists in this tenant."]}) from error
     return agent
+
+
+def _audited(agent: Agent) -> dict[str, Any]:
+    return audit_values(agent, EDITABLE_FIELDS)
+
+
+def _record(agent: Agent, action: str, *, before: dict[str, Any] | None) -> None:
+    after = None if action == AuditAction.DELETE else _audited(agent)
+    audit_record(
+        tenant=agent.tenant,
+        action=action,
+        object_type="agent",
+        object_id=agent.pk,
+        object_label=agent.name,
+        before=before,
+        after=after,
+    )
 
 
 def _require_room_for_an_agent(tenant_id: Any) -> None:
@@ -93,17 +114,29 @@ def agent_create(*, actor: Actor, **fields: Any) -> Agent:
     if unknown:
         raise ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
     agent = Agent(tenant=actor.tenant, created_by=actor.user, **fields)
-    return _save(agent)
+    return _save(agent, before=None)
 
 
 def agent_update(*, agent: Agent, **fields: Any) -> Agent:
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
         raise ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
+    before = _audited(agent)
     for name, value in fields.items():
         setattr(agent, name, value)
-    return _save(agent)
+    return _save(agent, before=before)
 
 
+def agent_save_checked(*, agent: Agent) -> Agent:
+    """Save an agent a form built and checked with ``agent_check`` (the admin), and record it.
+
+    The form has already changed the instance, so the values before come from the stored row.
+    """
+    stored = None if agent._state.adding else Agent.objects.filter(pk=agent.pk).first()
+    return _save(agent, before=_audited(stored) if stored is not None else None)
+
+
+@transaction.atomic
 def agent_delete(*, agent: Agent) -> None:
+    _record(agent, AuditAction.DELETE, before=_audited(agent))
     agent.delete()

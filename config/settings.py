@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "tools",
     "mcp_servers",
     "billing",
+    "audit",
     "web",
 ]
 
@@ -66,6 +67,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.context.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "core.middleware.JsonApiErrorsMiddleware",
@@ -319,6 +321,8 @@ if APPROVAL_DEFAULT_DECISION not in ("approve", "deny"):
     raise ImproperlyConfigured("APPROVAL_DEFAULT_DECISION must be approve or deny")
 IDEMPOTENCY_WINDOW_SECONDS = env_int("IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600)
 RUN_EVENT_RETENTION_DAYS = env_int("RUN_EVENT_RETENTION_DAYS", 30)
+# Days audit entries are kept (audit.retention); 0 keeps them forever.
+AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365)
 # Stream subscribers re-read the event store this often: the only path in the embedded
 # default (no cross-process layer), a safety net behind Redis pub/sub otherwise.
 STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.05)

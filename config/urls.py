@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api import AgentViewSet
+from audit.api import AuditEntryViewSet
 from billing.api import BudgetViewSet, CreditViewSet, LedgerEntryViewSet
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
@@ -25,6 +26,7 @@ router.register("memories", MemoryViewSet, basename="memory")
 router.register("provider-keys", ProviderKeyViewSet, basename="provider-key")
 router.register("credits/ledger", LedgerEntryViewSet, basename="ledger-entry")
 router.register("budgets", BudgetViewSet, basename="budget")
+router.register("audit", AuditEntryViewSet, basename="audit-entry")
 
 api_v1: list[URLPattern | URLResolver] = [
     # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.

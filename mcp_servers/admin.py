@@ -2,7 +2,8 @@
 
 Credentials are never displayed (the fields are excluded; ``has_token`` says whether one
 is set), and servers are created or reconfigured through the API or the app, where the
-validation and the stdio rules live: here only enabling and timeouts can change.
+validation and the stdio rules live: here only enabling, timeouts and the token (write-only)
+can change, saved through ``mcp_servers.services`` like the app's and the API's changes.
 """
 
 from typing import Any
@@ -12,18 +13,42 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from core.admin import TenantScopedAdmin
+from core.admin import TenantScopedAdmin, admin_actor_for_tenant
 from mcp_servers.health import mcp_server_check
 from mcp_servers.models import McpServer
-from mcp_servers.services import CALL_TIMEOUT_RANGE, CONNECT_TIMEOUT_RANGE
+from mcp_servers.services import (
+    CALL_TIMEOUT_RANGE,
+    CONNECT_TIMEOUT_RANGE,
+    CONTROL_CHARACTERS,
+    mcp_server_delete,
+    mcp_server_update,
+)
+
+CHANGEABLE_FIELDS = ("is_enabled", "connect_timeout_seconds", "call_timeout_seconds")
 
 
 class McpServerAdminForm(forms.ModelForm):
     """Timeouts within the ranges the app and the API allow (mcp_servers.services)."""
 
+    new_token = forms.CharField(
+        label="Token",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Write-only: stored encrypted, never shown. Leave empty to keep the current token.",
+    )
+
     class Meta:
         model = McpServer
-        fields = ["is_enabled", "connect_timeout_seconds", "call_timeout_seconds"]
+        fields = list(CHANGEABLE_FIELDS)
+
+    def clean_new_token(self) -> str:
+        token: str = self.cleaned_data["new_token"]
+        if CONTROL_CHARACTERS.search(token):
+            raise forms.ValidationError("Must not contain control characters.")
+        if token and "authorization" in {name.lower() for name in self.instance.headers or {}}:
+            raise forms.ValidationError("This server sends an Authorization header; set that or a token.")
+        return token
 
     def clean(self) -> dict[str, Any]:
         cleaned_data: dict[str, Any] = super().clean() or {}
@@ -73,6 +98,20 @@ class McpServerAdmin(TenantScopedAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: McpServer, form: Any, change: bool) -> None:
+        fields = {name: form.cleaned_data[name] for name in CHANGEABLE_FIELDS}
+        if form.cleaned_data.get("new_token"):
+            fields["token"] = form.cleaned_data["new_token"]
+        stored = McpServer.objects.get(pk=obj.pk)
+        mcp_server_update(actor=admin_actor_for_tenant(request, stored.tenant), server=stored, **fields)
+
+    def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
+        mcp_server_delete(server=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        for server in queryset:
+            mcp_server_delete(server=server)
 
     @admin.display(boolean=True, description="Token set")
     def has_token(self, server: McpServer) -> bool:

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
+from audit.models import AuditAction
+from audit.services import audit_record, audit_values
 from mcp_servers.models import McpServer, McpTransport
 from mcp_servers.tool_names import SEPARATOR, SERVER_NAME_PATTERN, mcp_tool_group, mcp_tool_public_name
 from tenants.actors import Actor
@@ -32,6 +34,7 @@ EDITABLE_FIELDS = (
     "is_enabled",
 )
 CREDENTIAL_DEFAULTS: dict[str, Any] = {"token": "", "headers": {}, "env": {}}
+CREDENTIAL_FIELDS = tuple(CREDENTIAL_DEFAULTS)
 STDIO_FIELDS = frozenset({"transport", "command", "args", "env"})
 DEFAULT_MAX_SERVERS_PER_TENANT = 50
 CONNECT_TIMEOUT_RANGE = (1.0, 120.0)
@@ -65,20 +68,40 @@ def mcp_server_create(*, actor: Actor, **fields: Any) -> McpServer:
     server = McpServer(tenant=actor.tenant)
     _assign(server, fields)
     _validate(server=server, actor=actor, changed=set(fields) | {"transport"})
-    return _save(server, old_name=None)
+    return _save(server, before=None)
 
 
 def mcp_server_update(*, actor: Actor, server: McpServer, **fields: Any) -> McpServer:
     _refuse_unknown(fields)
-    old_name = server.name
+    before = _audited(server)
     _assign(server, fields)
     _validate(server=server, actor=actor, changed=set(fields))
-    return _save(server, old_name=old_name)
+    return _save(server, before=before)
 
 
+@transaction.atomic
 def mcp_server_delete(*, server: McpServer) -> None:
     """Deletes the server and, with it, its tools and their assignments to agents."""
+    _record(server, AuditAction.DELETE, before=_audited(server))
     server.delete()
+
+
+def _audited(server: McpServer) -> dict[str, Any]:
+    return audit_values(server, EDITABLE_FIELDS)
+
+
+def _record(server: McpServer, action: str, *, before: dict[str, Any] | None) -> None:
+    # The credentials read "[redacted]" whatever they hold: only whether one changed is kept.
+    audit_record(
+        tenant=server.tenant,
+        action=action,
+        object_type="mcp_server",
+        object_id=server.pk,
+        object_label=server.name,
+        before=before,
+        after=None if action == AuditAction.DELETE else _audited(server),
+        secret_fields=CREDENTIAL_FIELDS,
+    )
 
 
 def _refuse_unknown(fields: dict[str, Any]) -> None:
@@ -96,12 +119,13 @@ def _assign(server: McpServer, fields: dict[str, Any]) -> None:
         setattr(server, name, value)
 
 
-def _save(server: McpServer, *, old_name: str | None) -> McpServer:
+def _save(server: McpServer, *, before: dict[str, Any] | None) -> McpServer:
     try:
         with transaction.atomic():
             server.save()
-            if old_name is not None and old_name != server.name:
+            if before is not None and before["name"] != server.name:
                 _rename_tools(server)
+            _record(server, AuditAction.CREATE if before is None else AuditAction.UPDATE, before=before)
     except IntegrityError as error:  # a concurrent write took a name between check and save
         raise ValidationError({"name": [NAME_TAKEN]}) from error
     return server

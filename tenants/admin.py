@@ -16,10 +16,18 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
-from core.admin import TenantScopedAdmin
+from core.admin import TenantScopedAdmin, admin_actor_for_tenant
 from tenants.actors import Actor
 from tenants.models import ApiKey, Membership, ProviderKey, Role, Tenant
-from tenants.services import api_key_revoke
+from tenants.provider_keys.services import provider_key_delete, provider_key_save_checked
+from tenants.services import (
+    api_key_delete,
+    api_key_revoke,
+    api_key_update,
+    membership_delete,
+    membership_role_update,
+    membership_set,
+)
 
 User = get_user_model()
 
@@ -57,10 +65,29 @@ class SuperuserWritesAdmin(TenantScopedAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(SuperuserWritesAdmin):
+    """A membership's person and tenant are chosen when it is added; after that only its role changes."""
+
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["tenant", "role"]
     search_fields = ["user__email", "user__username", "tenant__slug"]
     list_select_related = ["user", "tenant"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["tenant", "user", "created_at"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        if change:
+            membership_role_update(membership=Membership.objects.get(pk=obj.pk), role=obj.role)
+        else:
+            created = membership_set(tenant=obj.tenant, user=obj.user, role=obj.role)
+            obj.pk = created.pk
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        membership_delete(membership=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in queryset:
+            membership_delete(membership=membership)
 
 
 admin.site.unregister(User)
@@ -139,6 +166,16 @@ class ApiKeyAdmin(TenantScopedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        api_key_update(api_key=ApiKey.objects.get(pk=obj.pk), name=obj.name, expires_at=obj.expires_at)
+
+    def delete_model(self, request: HttpRequest, obj: ApiKey) -> None:
+        api_key_delete(api_key=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for api_key in queryset:
+            api_key_delete(api_key=api_key)
+
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = 0
@@ -196,4 +233,11 @@ class ProviderKeyAdmin(TenantScopedAdmin):
     def save_model(self, request: HttpRequest, obj: ProviderKey, form: Any, change: bool) -> None:
         if form.cleaned_data.get("new_api_key"):
             obj.api_key = form.cleaned_data["new_api_key"]
-        super().save_model(request, obj, form, change)
+        provider_key_save_checked(provider_key=obj)
+
+    def delete_model(self, request: HttpRequest, obj: ProviderKey) -> None:
+        provider_key_delete(actor=admin_actor_for_tenant(request, obj.tenant), provider_key=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ProviderKey]) -> None:
+        for provider_key in queryset:
+            self.delete_model(request, provider_key)

@@ -12,6 +12,7 @@ import smtplib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -25,11 +26,17 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from audit.models import AuditAction
+from audit.services import audit_record, audit_values
 from tenants.actors import Actor
 from tenants.api_keys import hash_secret
 from tenants.models import Invitation, Membership, Role
+from tenants.services import membership_record
 
 logger = logging.getLogger(__name__)
+
+# The token's digest is never part of an entry: it is what a link is checked against.
+AUDITED_FIELDS = ("email", "role", "expires_at", "accepted_at", "accepted_by", "revoked_at")
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,8 @@ def invitation_create(
     token = secrets.token_urlsafe(32)
     now = timezone.now()
     with transaction.atomic():
-        _pending(Invitation.objects.filter(tenant=actor.tenant, email=email)).update(revoked_at=now)
+        for replaced in _pending(Invitation.objects.filter(tenant=actor.tenant, email=email)):
+            _revoke(replaced, now=now)
         invitation = Invitation.objects.create(
             tenant=actor.tenant,
             email=email,
@@ -80,6 +88,7 @@ def invitation_create(
             invited_by=actor.user,
             expires_at=now + timedelta(hours=settings.INVITATION_TTL_HOURS),
         )
+        _record(invitation, AuditAction.CREATE, before=None)
         link = link_for(token)
         transaction.on_commit(lambda: _send_invitation(invitation, link))
     return CreatedInvitation(invitation=invitation, link=link)
@@ -118,15 +127,34 @@ def invitation_get_for_actor(*, actor: Actor, invitation_id: UUID | str) -> Invi
         raise Http404("invitation not found") from error
 
 
+def _record(invitation: Invitation, action: str, *, before: dict[str, Any] | None, user: Any = None) -> None:
+    audit_record(
+        tenant=invitation.tenant,
+        action=action,
+        object_type="invitation",
+        object_id=invitation.pk,
+        object_label=invitation.email,
+        before=before,
+        after=audit_values(invitation, AUDITED_FIELDS),
+        user=user,
+    )
+
+
+def _revoke(invitation: Invitation, *, now: Any) -> None:
+    """Revoke a pending invitation (once: a guarded update) and record it."""
+    before = audit_values(invitation, AUDITED_FIELDS)
+    invitation.revoked_at = now
+    if Invitation.objects.filter(pk=invitation.pk, revoked_at__isnull=True).update(revoked_at=now):
+        _record(invitation, AuditAction.UPDATE, before=before)
+
+
 def invitation_revoke(*, actor: Actor, invitation: Invitation) -> Invitation:
     _require_inviter(actor, role=invitation.role)
     if invitation.accepted_at is not None:
         raise ValidationError("This invitation was already accepted; remove the member instead.")
     if invitation.revoked_at is None:
-        invitation.revoked_at = timezone.now()
-        Invitation.objects.filter(pk=invitation.pk, revoked_at__isnull=True).update(
-            revoked_at=invitation.revoked_at
-        )
+        with transaction.atomic():
+            _revoke(invitation, now=timezone.now())
     return invitation
 
 
@@ -151,16 +179,24 @@ def invitation_open(*, token: str) -> OpenedInvitation:
 
 
 def _claim(invitation: Invitation, user: User) -> Membership:
-    """Mark the invitation used (once: a guarded update) and make ``user`` a member."""
+    """Mark the invitation used (once: a guarded update) and make ``user`` a member.
+
+    The invitee acts here (they may not be signed in yet): the entries name them.
+    """
+    before = audit_values(invitation, AUDITED_FIELDS)
+    invitation.accepted_at, invitation.accepted_by = timezone.now(), user
     claimed = _pending(Invitation.objects.filter(pk=invitation.pk)).update(
-        accepted_at=timezone.now(), accepted_by=user
+        accepted_at=invitation.accepted_at, accepted_by=user
     )
     if claimed != 1:
         raise Http404("This invitation link is not valid: it was used, revoked or has expired.")
+    _record(invitation, AuditAction.UPDATE, before=before, user=user)
     # Someone who joined meanwhile keeps the role they have.
-    membership, _ = Membership.objects.get_or_create(
+    membership, created = Membership.objects.get_or_create(
         tenant_id=invitation.tenant_id, user=user, defaults={"role": invitation.role}
     )
+    if created:
+        membership_record(membership, AuditAction.CREATE, before=None, user=user)
     return membership
 
 

@@ -310,6 +310,7 @@ def test_admin_labels_read_well() -> None:
         "billing.CreditAccount": ("Billing", "credit accounts"),
         "billing.LedgerEntry": ("Billing", "ledger entries"),
         "billing.Budget": ("Billing", "budgets"),
+        "audit.AuditEntry": ("Audit log", "audit entries"),
     }
 
 

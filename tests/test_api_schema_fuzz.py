@@ -20,6 +20,7 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.parameters import ParameterLocation
 
+from audit.models import AuditEntry
 from billing.services import budget_create, credits_grant
 from config.wsgi import application
 from mcp_servers.services import mcp_server_create
@@ -111,6 +112,8 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
     provider_key = provider_key_create(actor=actor, provider="anthropic", api_key="sk-ant-fuzzed-key")
     ledger_entry = credits_grant(tenant=cast.tenant_a, amount_micros=1_000_000, granted_by=cast.alice)
     budget = budget_create(actor=actor, scope="agent", agent_id=agent.pk, monthly_limit="5")
+    audit_entry = AuditEntry.objects.filter(tenant=cast.tenant_a).first()
+    assert audit_entry is not None  # the writes above recorded theirs
     return {
         "credits": str(ledger_entry.pk),
         "budgets": str(budget.pk),
@@ -122,6 +125,7 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
         "memories": str(memory.pk),
         "tools": str(tool.pk),
         "mcp-servers": str(server.pk),
+        "audit": str(audit_entry.pk),
     }
 
 

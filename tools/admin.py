@@ -11,16 +11,20 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
-from core.admin import TenantScopedAdmin
+from core.admin import TenantScopedAdmin, admin_actor_for_tenant
 from tools.models import Tool
+from tools.services import tool_update
 
 TIMEOUT_RANGE = (1.0, 300.0)
+
+
+CHANGEABLE_FIELDS = ("description", "is_enabled", "requires_approval", "owner_only", "timeout_seconds")
 
 
 class ToolForm(forms.ModelForm):
     class Meta:
         model = Tool
-        fields = ["description", "is_enabled", "requires_approval", "owner_only", "timeout_seconds"]
+        fields = list(CHANGEABLE_FIELDS)
 
     def clean_timeout_seconds(self) -> float:
         timeout: float = self.cleaned_data["timeout_seconds"]
@@ -83,6 +87,13 @@ class ToolAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
+
+    def save_model(self, request: Any, obj: Tool, form: Any, change: bool) -> None:
+        """Through the service the app and the API use, which records the change."""
+        stored = Tool.objects.select_related("tenant").get(pk=obj.pk)
+        assert stored.tenant is not None  # built-ins are read-only here (can_write)
+        fields = {name: form.cleaned_data[name] for name in CHANGEABLE_FIELDS}
+        tool_update(actor=admin_actor_for_tenant(request, stored.tenant), tool=stored, **fields)
 
     @admin.display(description="Header names")
     def header_names(self, tool: Tool) -> str:

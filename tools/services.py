@@ -8,6 +8,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
 from agents.models import Agent
+from audit.models import AuditAction
+from audit.services import audit_record, audit_values
 from tenants.actors import Actor
 from tools.models import TOOL_NAME_REGEX, AgentTool, Tool, ToolKind, ToolPolicy, ToolProfile
 
@@ -28,6 +30,7 @@ TOOL_FIELDS = (
     "secret_headers",
 )
 POLICY_FIELDS = ("profile", "allow", "deny", "max_calls_per_turn", "max_calls_per_run", "require_approval")
+SECRET_TOOL_FIELDS = ("secret_headers",)
 POLICY_ENTRY = re.compile(r"^(group:)?[a-zA-Z0-9_*?:\-\[\]]{1,100}$")
 
 
@@ -59,16 +62,31 @@ def _validate_tool(tool: Tool) -> None:
         raise ValidationError(errors)
 
 
-def _save_tool(tool: Tool) -> Tool:
+def _save_tool(tool: Tool, *, before: dict[str, Any] | None) -> Tool:
     _validate_tool(tool)
     if Tool.objects.filter(tenant=tool.tenant, name=tool.name).exclude(pk=tool.pk).exists():
         raise ValidationError({"name": ["A tool with this name already exists in this tenant."]})
     try:
         with transaction.atomic():
             tool.save()
+            _record_tool(tool, AuditAction.CREATE if before is None else AuditAction.UPDATE, before=before)
     except IntegrityError as error:
         raise ValidationError({"name": ["A tool with this name already exists in this tenant."]}) from error
     return tool
+
+
+def _record_tool(tool: Tool, action: str, *, before: dict[str, Any] | None) -> None:
+    assert tool.tenant is not None  # built-in tools are never written here
+    audit_record(
+        tenant=tool.tenant,
+        action=action,
+        object_type="tool",
+        object_id=tool.pk,
+        object_label=tool.name,
+        before=before,
+        after=None if action == AuditAction.DELETE else audit_values(tool, TOOL_FIELDS),
+        secret_fields=SECRET_TOOL_FIELDS,
+    )
 
 
 def http_tool_create(*, actor: Actor, **fields: Any) -> Tool:
@@ -77,7 +95,7 @@ def http_tool_create(*, actor: Actor, **fields: Any) -> Tool:
     tool = Tool(
         tenant=actor.tenant, kind=ToolKind.HTTP, **{k: v for k, v in fields.items() if k in TOOL_FIELDS}
     )
-    return _save_tool(tool)
+    return _save_tool(tool, before=None)
 
 
 def tool_update(*, actor: Actor, tool: Tool, **fields: Any) -> Tool:
@@ -87,22 +105,27 @@ def tool_update(*, actor: Actor, tool: Tool, **fields: Any) -> Tool:
         if tool.kind == ToolKind.HTTP
         else ("is_enabled", "requires_approval", "owner_only", "timeout_seconds", "description")
     )
+    before = audit_values(tool, TOOL_FIELDS)
     for name, value in fields.items():
         if name not in editable:
             raise ValidationError({name: [f"Cannot be changed on {tool.kind} tools."]})
         setattr(tool, name, value)
     if tool.kind == ToolKind.HTTP:
-        return _save_tool(tool)
-    tool.save()
+        return _save_tool(tool, before=before)
+    with transaction.atomic():
+        tool.save()
+        _record_tool(tool, AuditAction.UPDATE, before=before)
     return tool
 
 
+@transaction.atomic
 def tool_delete(*, tool: Tool) -> None:
     _require_tenant_tool(tool)
     if tool.kind == ToolKind.MCP:
         raise ValidationError(
             {"non_field_errors": ["MCP tools follow their server; remove or re-check the server."]}
         )
+    _record_tool(tool, AuditAction.DELETE, before=audit_values(tool, TOOL_FIELDS))
     tool.delete()
 
 
@@ -133,7 +156,12 @@ def _validate_policy(policy: ToolPolicy) -> None:
 def agent_tools_update(
     *, actor: Actor, agent: Agent, policy_fields: dict[str, Any], assigned_tools: list[Tool] | None
 ) -> ToolPolicy:
-    """Set the agent's policy fields and, when given, exactly which tenant tools it is assigned."""
+    """Set the agent's policy fields and, when given, exactly which tenant tools it is assigned.
+
+    One audit entry (``tool_policy``) covers both; an agent without a stored policy has the
+    default one, so storing the defaults records nothing.
+    """
+    before = _policy_values(ToolPolicy.objects.filter(agent=agent).first() or ToolPolicy(agent=agent))
     policy, _ = ToolPolicy.objects.get_or_create(agent=agent)
     for name, value in policy_fields.items():
         if name not in POLICY_FIELDS:
@@ -149,4 +177,22 @@ def agent_tools_update(
         AgentTool.objects.bulk_create(
             [AgentTool(agent=agent, tool=tool) for tool in assigned_tools if tool.pk not in existing]
         )
+    audit_record(
+        tenant=actor.tenant,
+        action=AuditAction.UPDATE,
+        object_type="tool_policy",
+        object_id=agent.pk,
+        object_label=agent.name,
+        before=before,
+        after=_policy_values(policy),
+    )
     return policy
+
+
+def _policy_values(policy: ToolPolicy) -> dict[str, Any]:
+    """The policy's fields and the names of the tools its agent is assigned."""
+    assigned = AgentTool.objects.filter(agent_id=policy.agent_id).order_by("tool__name")
+    return {
+        **audit_values(policy, POLICY_FIELDS),
+        "assigned_tools": list(assigned.values_list("tool__name", flat=True)),
+    }

@@ -26,7 +26,7 @@ from sessions.services import session_create, session_post_message
 from tenants.actors import Actor
 from tenants.limits import DEFAULT_LIMITS
 from tenants.models import Membership, Role
-from tenants.services import api_key_create
+from tenants.services import api_key_create, membership_delete, membership_role_update
 from tools.models import Tool
 from tools.services import agent_tools_update
 
@@ -78,16 +78,14 @@ def member_role_set(*, actor: Actor, membership: Membership, role: str) -> Membe
     _require_member_manager(actor, touches_owner=Role.OWNER in (role, membership.role))
     if role != Role.OWNER and _is_last_owner(membership):
         raise ValidationError({"role": ["A tenant keeps at least one owner; make someone else owner first."]})
-    membership.role = role
-    membership.save(update_fields=["role"])
-    return membership
+    return membership_role_update(membership=membership, role=role)
 
 
 def member_remove(*, actor: Actor, membership: Membership) -> None:
     _require_member_manager(actor, touches_owner=membership.role == Role.OWNER)
     if _is_last_owner(membership):
         raise ValidationError({"non_field_errors": ["The last owner cannot be removed."]})
-    membership.delete()
+    membership_delete(membership=membership)
 
 
 def tenant_limits_update(*, actor: Actor, limits: dict[str, int]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ from django.urls import path
 from web.views import (
     account,
     agents,
+    audit,
     auth,
     chat,
     credits,
@@ -92,6 +93,8 @@ urlpatterns = [
     path("settings/api-keys/", settings.api_key_create_view, name="api-key-create"),
     path("settings/api-keys/<str:api_key_id>/revoke/", settings.api_key_revoke_view, name="api-key-revoke"),
     path("settings/limits/", settings.limits_view, name="limits"),
+    # Audit log
+    path("audit/", audit.audit_list, name="audit"),
     path("settings/provider-keys/", provider_keys.provider_key_save_view, name="provider-key-save"),
     path("settings/credits/grant/", credits.credits_grant_view, name="credits-grant"),
     path("settings/budgets/", credits.budget_create_view, name="budget-create"),

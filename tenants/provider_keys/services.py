@@ -6,11 +6,14 @@ acted.
 
 import logging
 import re
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
+from audit.models import AuditAction
+from audit.services import audit_record, audit_values
 from tenants.actors import Actor
 from tenants.models import KeyProvider, ProviderKey, Role
 from tenants.provider_keys.outbound import BaseUrlRefused, check_base_url
@@ -21,6 +24,7 @@ MAX_API_KEY_LENGTH = 4000
 MAX_BASE_URL_LENGTH = 200  # ProviderKey.base_url's column
 # Keys and URLs are single tokens: whitespace or control characters inside one mean a bad paste.
 WHITESPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
+AUDITED_FIELDS = ("provider", "api_key", "base_url")
 PROVIDER_TAKEN = "This tenant already has a key for this provider: replace it or delete it first."
 
 
@@ -33,6 +37,7 @@ def provider_key_create(*, actor: Actor, provider: str, api_key: str, base_url: 
     try:
         with transaction.atomic():
             provider_key.save()
+            _record(provider_key, AuditAction.CREATE, before=None)
     except IntegrityError as error:  # a concurrent add took the provider between check and save
         raise ValidationError({"provider": [PROVIDER_TAKEN]}) from error
     _log_change(actor, provider_key, "added")
@@ -44,12 +49,15 @@ def provider_key_update(
 ) -> ProviderKey:
     """Replace the key, the base URL or both; ``None`` keeps the current value."""
     _require_manager(actor)
+    before = audit_values(provider_key, AUDITED_FIELDS)
     if api_key is not None:
         provider_key.api_key = api_key.strip()
     if base_url is not None:
         provider_key.base_url = base_url.strip()
     _validate(provider_key)
-    provider_key.save()
+    with transaction.atomic():
+        provider_key.save()
+        _record(provider_key, AuditAction.UPDATE, before=before)
     _log_change(actor, provider_key, "replaced" if api_key is not None else "updated")
     return provider_key
 
@@ -62,11 +70,41 @@ def provider_key_save(*, actor: Actor, provider: str, api_key: str, base_url: st
     return provider_key_update(actor=actor, provider_key=existing, api_key=api_key, base_url=base_url)
 
 
+def provider_key_save_checked(*, provider_key: ProviderKey) -> ProviderKey:
+    """Save a key a form has built and checked (the admin), and record it.
+
+    The form has already changed the instance, so the values before come from the stored row.
+    """
+    stored = None if provider_key._state.adding else ProviderKey.objects.filter(pk=provider_key.pk).first()
+    with transaction.atomic():
+        provider_key.save()
+        if stored is None:
+            _record(provider_key, AuditAction.CREATE, before=None)
+        else:
+            _record(provider_key, AuditAction.UPDATE, before=audit_values(stored, AUDITED_FIELDS))
+    return provider_key
+
+
 def provider_key_delete(*, actor: Actor, provider_key: ProviderKey) -> None:
     _require_manager(actor)
     # Logged first: deleting clears the primary key.
     _log_change(actor, provider_key, "deleted")
-    provider_key.delete()
+    with transaction.atomic():
+        _record(provider_key, AuditAction.DELETE, before=audit_values(provider_key, AUDITED_FIELDS))
+        provider_key.delete()
+
+
+def _record(provider_key: ProviderKey, action: str, *, before: dict[str, Any] | None) -> None:
+    audit_record(
+        tenant=provider_key.tenant,
+        action=action,
+        object_type="provider_key",
+        object_id=provider_key.pk,
+        object_label=provider_key.get_provider_display(),
+        before=before,
+        after=None if action == AuditAction.DELETE else audit_values(provider_key, AUDITED_FIELDS),
+        secret_fields=("api_key",),
+    )
 
 
 def _require_manager(actor: Actor) -> None:

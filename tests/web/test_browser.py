@@ -597,3 +597,21 @@ def test_a_member_changes_their_password_and_creates_an_api_key_on_the_account_p
 
     page.get_by_role("button", name="Sign out", exact=True).click()
     sign_in(page, "bob@a.test", "violet-canyon-42")
+
+
+def test_an_owner_reads_the_audit_log_and_opens_a_diff_on_a_phone(page: Page, cast: Cast) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Helper", system_prompt="Be brief.")
+    sign_in(page, "alice@a.test", "alice-password")
+    page.goto(f"/agents/{agent.pk}/edit/")
+    page.get_by_label("System prompt").fill("Be brief. " + "Always cite the booking reference. " * 8)
+    page.get_by_role("button", name="Save changes").click()
+    page.wait_for_url(f"**/agents/{agent.pk}/")
+
+    page.set_viewport_size(PHONE)
+    page.goto("/audit/")
+    entry = page.locator("tbody tr").first
+    expect(entry).to_contain_text("alice@a.test")
+    entry.get_by_text("1 field").click()
+    expect(entry.locator(".audit-diff dt")).to_have_text("system_prompt")
+    overflow = page.evaluate("document.scrollingElement.scrollWidth - document.scrollingElement.clientWidth")
+    assert overflow == 0

@@ -43,6 +43,7 @@ def pages_of(world: World) -> dict[str, str]:
         "mcp new": "/mcp/new/",
         "memory new": "/memories/new/",
         "settings": "/settings/",
+        "audit": "/audit/",
     }
 
 
@@ -58,7 +59,16 @@ READ_PAGES = [
     "mcp",
     "memories",
 ]
-ADMIN_PAGES = ["agent new", "agent edit", "agent delete", "tool new", "mcp new", "memory new", "settings"]
+ADMIN_PAGES = [
+    "agent new",
+    "agent edit",
+    "agent delete",
+    "tool new",
+    "mcp new",
+    "memory new",
+    "settings",
+    "audit",
+]
 
 
 def user_of(world: World, role: str) -> Any:
