@@ -27,7 +27,10 @@ class AuditEntry(models.Model):
     """One create, update or delete. ``changes`` maps each field to ``[old, new]``, secrets redacted."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="audit_entries")
+    # None: a change to the platform itself (the price table), shown to superusers in the admin.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="audit_entries"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     # The label outlives the user: a deleted account still reads as who it was.
     actor = models.ForeignKey(

@@ -63,7 +63,7 @@ def _user_label(user: Any) -> str:
 
 def audit_record(
     *,
-    tenant: Tenant,
+    tenant: Tenant | None,
     action: str,
     object_type: str,
     object_id: object,
@@ -80,6 +80,7 @@ def audit_record(
     stable name (``agent``, ``mcp_server``, ``budget``…); ``before``/``after`` the values
     of the audited fields (``audit_values``). ``user`` names who acted when the request
     cannot (an invitee accepting while signed out); by default it is the request's user.
+    ``tenant`` is None for a change to the platform itself (the price table).
     """
     changes = audit_changes(before, after, secret_fields=secret_fields)
     if action == AuditAction.UPDATE and not changes:

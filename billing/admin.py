@@ -11,9 +11,19 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from audit.services import audit_values
 from billing.models import MICROS_PER_CREDIT, Budget, CreditAccount, LedgerEntry, ModelPrice
 from billing.pricing import credits_text
-from billing.services import credits_grant, credits_to_micros, tenant_mark_metered
+from billing.services import (
+    PRICE_FIELDS,
+    budget_audit_values,
+    budget_remove,
+    budget_save,
+    credits_grant,
+    credits_to_micros,
+    model_price_delete,
+    model_price_save,
+)
 from core.admin import TenantScopedAdmin
 from tenants.models import Role
 
@@ -37,6 +47,17 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.is_superuser)
+
+    def save_model(self, request: HttpRequest, obj: ModelPrice, form: Any, change: bool) -> None:
+        stored = ModelPrice.objects.filter(pk=obj.pk).first() if change else None
+        model_price_save(price=obj, before=audit_values(stored, PRICE_FIELDS) if stored else None)
+
+    def delete_model(self, request: HttpRequest, obj: ModelPrice) -> None:
+        model_price_delete(price=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for price in queryset:
+            model_price_delete(price=price)
 
 
 class CreditGrantForm(forms.ModelForm):
@@ -123,5 +144,12 @@ class BudgetAdmin(TenantScopedAdmin):
         return credits_text(budget.monthly_limit_micros)
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
-        tenant_mark_metered(tenant=obj.tenant)
-        super().save_model(request, obj, form, change)
+        stored = Budget.objects.select_related("user", "agent").filter(pk=obj.pk).first() if change else None
+        budget_save(budget=obj, before=budget_audit_values(stored) if stored else None)
+
+    def delete_model(self, request: HttpRequest, obj: Budget) -> None:
+        budget_remove(budget=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for budget in queryset:
+            budget_remove(budget=budget)

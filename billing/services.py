@@ -1,4 +1,7 @@
-"""Granting and refunding credits, and setting budgets: the writes of people, not of runs."""
+"""Granting and refunding credits, setting budgets and prices: the writes of people, not of runs.
+
+Each records an audit entry in its transaction (``audit.services.audit_record``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from django.db import transaction
 from django.db.models import F
 
 from agents.models import Agent
+from audit.models import AuditAction
+from audit.services import audit_record, audit_values
 from billing.models import (
     MICROS_PER_CREDIT,
     Budget,
@@ -17,7 +22,9 @@ from billing.models import (
     CreditAccount,
     LedgerEntry,
     LedgerKind,
+    ModelPrice,
 )
+from billing.pricing import credits_text
 from tenants.actors import Actor
 from tenants.models import Membership, Role, Tenant
 
@@ -46,13 +53,15 @@ def credits_grant(
         tenant_mark_metered(tenant=tenant)
         CreditAccount.objects.get_or_create(tenant=tenant)
         CreditAccount.objects.filter(tenant=tenant).update(balance_micros=F("balance_micros") + amount_micros)
-        return LedgerEntry.objects.create(
+        entry = LedgerEntry.objects.create(
             tenant=tenant,
             kind=LedgerKind.GRANT,
             amount_micros=amount_micros,
             actor=granted_by,
             note=note[:500],
         )
+        _record_credits(entry)
+        return entry
 
 
 def credits_refund(
@@ -66,7 +75,7 @@ def credits_refund(
             balance_micros=F("balance_micros") + amount_micros
         ):
             raise ValidationError({"amount": ["This workspace has no credits to refund to."]})
-        return LedgerEntry.objects.create(
+        entry = LedgerEntry.objects.create(
             tenant=tenant,
             kind=LedgerKind.REFUND,
             amount_micros=amount_micros,
@@ -74,6 +83,20 @@ def credits_refund(
             run_id=run_id,
             note=note[:500],
         )
+        _record_credits(entry)
+        return entry
+
+
+def _record_credits(entry: LedgerEntry) -> None:
+    audit_record(
+        tenant=entry.tenant,
+        action=AuditAction.CREATE,
+        object_type="credits",
+        object_id=entry.pk,
+        object_label=f"{entry.kind} of {credits_text(entry.amount_micros)} credits",
+        after={"kind": entry.kind, "amount": credits_text(entry.amount_micros), "note": entry.note},
+        user=entry.actor,
+    )
 
 
 def credits_grant_by_actor(*, actor: Actor, amount: Any, note: str = "") -> LedgerEntry:
@@ -91,23 +114,98 @@ def budget_create(
     _assign_target(budget, actor=actor, user_id=user_id, agent_id=agent_id)
     budget.monthly_limit_micros = credits_to_micros(monthly_limit, field="monthly_limit")
     _refuse_duplicate(budget)
-    with transaction.atomic():
-        tenant_mark_metered(tenant=actor.tenant)
-        budget.save()
-    return budget
+    return budget_save(budget=budget, before=None)
 
 
 def budget_update(*, actor: Actor, budget: Budget, monthly_limit: Any) -> Budget:
     """Change the monthly limit; what a budget covers does not change (delete and add instead)."""
     _require_owner(actor)
+    before = budget_audit_values(budget)
     budget.monthly_limit_micros = credits_to_micros(monthly_limit, field="monthly_limit")
-    budget.save(update_fields=["monthly_limit_micros", "updated_at"])
+    return budget_save(budget=budget, before=before)
+
+
+def budget_save(*, budget: Budget, before: dict[str, Any] | None) -> Budget:
+    """Store a checked budget (``before``: its audited values, None for a new one)."""
+    with transaction.atomic():
+        tenant_mark_metered(tenant=budget.tenant)
+        budget.save()
+        _record_budget(budget, AuditAction.CREATE if before is None else AuditAction.UPDATE, before=before)
     return budget
 
 
 def budget_delete(*, actor: Actor, budget: Budget) -> None:
     _require_owner(actor)
-    budget.delete()
+    budget_remove(budget=budget)
+
+
+def budget_remove(*, budget: Budget) -> None:
+    with transaction.atomic():
+        _record_budget(budget, AuditAction.DELETE, before=budget_audit_values(budget))
+        budget.delete()
+
+
+def budget_audit_values(budget: Budget) -> dict[str, Any]:
+    return {
+        "scope": budget.scope,
+        "user": budget.user.email if budget.user is not None else None,
+        "agent": budget.agent.name if budget.agent is not None else None,
+        "monthly_limit": credits_text(budget.monthly_limit_micros),
+    }
+
+
+def _record_budget(budget: Budget, action: str, *, before: dict[str, Any] | None) -> None:
+    values = budget_audit_values(budget)
+    audit_record(
+        tenant=budget.tenant,
+        action=action,
+        object_type="budget",
+        object_id=budget.pk,
+        object_label=f"{budget.get_scope_display()} budget: {values['user'] or values['agent']}",
+        before=before,
+        after=None if action == AuditAction.DELETE else values,
+    )
+
+
+PRICE_FIELDS = [
+    "provider",
+    "model",
+    "input_per_million",
+    "output_per_million",
+    "cache_read_per_million",
+    "cache_write_per_million",
+    "as_of",
+]
+
+
+def model_price_save(*, price: ModelPrice, before: dict[str, Any] | None) -> ModelPrice:
+    """Store an operator's price (``before``: its values, None for a new one); a platform-wide change."""
+    with transaction.atomic():
+        price.save()
+        price.refresh_from_db()  # the values as stored (decimals at their places), as ``before`` was read
+        audit_record(
+            tenant=None,
+            action=AuditAction.CREATE if before is None else AuditAction.UPDATE,
+            object_type="price",
+            object_id=price.pk,
+            object_label=str(price),
+            before=before,
+            after=audit_values(price, PRICE_FIELDS),
+        )
+    return price
+
+
+def model_price_delete(*, price: ModelPrice) -> None:
+    with transaction.atomic():
+        audit_record(
+            tenant=None,
+            action=AuditAction.DELETE,
+            object_type="price",
+            object_id=price.pk,
+            object_label=str(price),
+            before=audit_values(price, PRICE_FIELDS),
+        )
+        price.delete()
 
 
 def _assign_target(budget: Budget, *, actor: Actor, user_id: Any, agent_id: Any) -> None:

@@ -10,6 +10,7 @@ from django.db.models import Sum
 from django.test import Client
 from rest_framework.test import APIClient
 
+from audit.models import AuditEntry
 from billing.models import Budget, BudgetScope, CreditAccount, LedgerEntry, ModelPrice
 from billing.services import credits_grant, tenant_mark_metered
 from sessions.models import Run, Step
@@ -381,3 +382,77 @@ def test_a_planned_run_without_credits_for_its_planner_ends_insufficient_credits
     assert (run["status"], run["stop_reason"]) == ("failed", "insufficient_credits")
     assert str(run["error"]).startswith("Insufficient credits: this model call may cost up to ")
     assert fake_model.requests == []
+
+
+# --- Audit ------------------------------------------------------------------------------
+
+
+def test_grants_budgets_and_prices_leave_audit_entries(
+    cast: Cast, alice_api: APIClient, admin_client: Any
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Helper")
+    price = set_price()
+
+    alice_api.post("/api/v1/credits/grant/", {"amount": "5", "note": "pilot"}, format="json")
+    budget_id = alice_api.post(
+        "/api/v1/budgets/", {"scope": "agent", "agent": str(agent.pk), "monthly_limit": "2"}, format="json"
+    ).json()["id"]
+    alice_api.patch(f"/api/v1/budgets/{budget_id}/", {"monthly_limit": "3"}, format="json")
+    alice_api.delete(f"/api/v1/budgets/{budget_id}/")
+    admin_client.post(
+        f"/admin/billing/modelprice/{price.pk}/change/",
+        {
+            "provider": "anthropic",
+            "model": "test-model",
+            "input_per_million": "4",
+            "output_per_million": "15",
+            "cache_read_per_million": "0.3",
+            "cache_write_per_million": "3.75",
+            "as_of": "2026-11-01",
+        },
+    )
+
+    tenant_entries = list(
+        AuditEntry.objects.filter(tenant=cast.tenant_a, object_type__in=["credits", "budget"])
+        .order_by("created_at")
+        .values_list("object_type", "action", "actor_label", "source", "changes")
+    )
+    assert tenant_entries == [
+        (
+            "credits",
+            "create",
+            "alice@a.test",
+            "api",
+            {"kind": [None, "grant"], "amount": [None, "5.000000"], "note": [None, "pilot"]},
+        ),
+        (
+            "budget",
+            "create",
+            "alice@a.test",
+            "api",
+            {
+                "scope": [None, "agent"],
+                "agent": [None, "Helper"],
+                "monthly_limit": [None, "2.000000"],
+            },
+        ),
+        ("budget", "update", "alice@a.test", "api", {"monthly_limit": ["2.000000", "3.000000"]}),
+        (
+            "budget",
+            "delete",
+            "alice@a.test",
+            "api",
+            {
+                "scope": ["agent", None],
+                "agent": ["Helper", None],
+                "monthly_limit": ["3.000000", None],
+            },
+        ),
+    ]
+    price_entry = AuditEntry.objects.get(object_type="price")
+    assert (price_entry.tenant_id, price_entry.source, price_entry.action, price_entry.changes) == (
+        None,
+        "admin",
+        "update",
+        {"input_per_million": ["3.000000", "4.000000"]},
+    )
