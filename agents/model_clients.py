@@ -1,19 +1,24 @@
 """Chooses and configures the model client for an agent's provider (the Django side of §7)."""
 
+from __future__ import annotations
+
 import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from django.conf import settings
 
 from agents.models import ModelProvider
 from agents.runtime.offline import OfflineModelClient
-from agents.runtime.providers import AnthropicModelClient, OpenAIModelClient
 from agents.runtime.types import ModelClient, ModelError
 from tenants.models import ProviderKey, Tenant
 from tenants.provider_keys.outbound import BaseUrlRefused, PinnedTransport, check_base_url
+
+if TYPE_CHECKING:
+    from agents.runtime.providers.anthropic_client import AnthropicModelClient
+    from agents.runtime.providers.openai_client import OpenAIModelClient
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +102,7 @@ def _hosted_client(
 def _new_client(
     provider: str, access: ProviderAccess, *, max_retries: int, timeout_seconds: float
 ) -> AnthropicModelClient | OpenAIModelClient:
-    client_class = AnthropicModelClient if provider == ModelProvider.ANTHROPIC else OpenAIModelClient
+    client_class = _client_class(provider)
     transport = None
     if access.base_url and access.pinned_address:
         transport = PinnedTransport(host=httpx2.URL(access.base_url).host, address=access.pinned_address)
@@ -108,6 +113,18 @@ def _new_client(
         timeout_seconds=timeout_seconds,
         transport=transport,
     )
+
+
+def _client_class(provider: str) -> type[AnthropicModelClient | OpenAIModelClient]:
+    """The provider's client class; its SDK is imported here, on first use, not at start-up
+    (``manage.py`` commands and most requests never call a model)."""
+    if provider == ModelProvider.ANTHROPIC:
+        from agents.runtime.providers.anthropic_client import AnthropicModelClient
+
+        return AnthropicModelClient
+    from agents.runtime.providers.openai_client import OpenAIModelClient
+
+    return OpenAIModelClient
 
 
 def provider_key_check(*, provider_key: ProviderKey) -> ProviderKeyCheck:

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from mcp_servers.content import content_as_text
 from mcp_servers.models import McpServer, McpTransport
 from mcp_servers.outbound import OutboundRefused, PinnedTransport, checked_address
+from mcp_servers.results import DiscoveredTool, McpUnavailable, ToolCallResult, ToolListing
 
 logger = logging.getLogger(__name__)
 
@@ -50,40 +51,6 @@ TEARDOWN_GRACE_SECONDS = 5.0
 COULD_NOT_CONNECT = "could not connect to the server"
 
 ResultT = TypeVar("ResultT")
-
-
-class McpUnavailable(Exception):
-    """The server could not be reached or did not speak MCP; ``message`` says why, without secrets."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-@dataclass(frozen=True)
-class DiscoveredTool:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    annotations: dict[str, Any]
-
-    @property
-    def is_read_only(self) -> bool:
-        return self.annotations.get("readOnlyHint") is True
-
-
-@dataclass(frozen=True)
-class ToolListing:
-    tools: list[DiscoveredTool]
-    # The tools/list round trip on an initialized session: how responsive the server is,
-    # without the connection set-up (for stdio, the start of a process).
-    latency_ms: int
-
-
-@dataclass(frozen=True)
-class ToolCallResult:
-    text: str
-    is_error: bool
 
 
 @dataclass(frozen=True)

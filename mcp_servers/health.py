@@ -17,8 +17,8 @@ from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
 from core.tasks import enqueue_task
-from mcp_servers.client import DiscoveredTool, McpUnavailable, discover_server_tools
 from mcp_servers.models import McpHealth, McpServer
+from mcp_servers.results import DiscoveredTool, McpUnavailable
 from mcp_servers.tool_names import TOOL_NAME_PATTERN, mcp_tool_group, mcp_tool_public_name
 from tools.models import Tool, ToolKind
 
@@ -56,6 +56,8 @@ def mcp_server_check(server: McpServer) -> CheckResult:
     server that is briefly away keeps its tools and their assignments.
     """
     try:
+        from mcp_servers.client import discover_server_tools  # loads the MCP SDK on first use
+
         listing = discover_server_tools(server)
     except McpUnavailable as error:
         return _record_down(server, error.message)

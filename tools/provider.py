@@ -13,7 +13,6 @@ import jsonschema
 from django.db import connection
 
 from agents.runtime.types import ToolCallRequested, ToolOutcome, ToolSpec
-from mcp_servers.client import call_server_tool
 from sessions.models import Run
 from tools.builtins.base import BUILTIN_REGISTRY, ToolContext, ToolError
 from tools.http_tools import run_http_tool
@@ -87,6 +86,8 @@ class DjangoToolProvider:
         if tool.kind == ToolKind.HTTP:
             return run_http_tool(tool, arguments)
         assert tool.mcp_server is not None
+        from mcp_servers.client import call_server_tool  # loads the MCP SDK on first use
+
         result = call_server_tool(tool.mcp_server, tool.mcp_tool_name, arguments)
         if result.is_error:
             raise ToolError(result.text)

@@ -18,7 +18,8 @@ from agents.runtime.compaction import (
     with_note,
 )
 from agents.runtime.loop import LoopConfig, run_agent_loop
-from agents.runtime.providers import AnthropicModelClient, OpenAIModelClient
+from agents.runtime.providers.anthropic_client import AnthropicModelClient
+from agents.runtime.providers.openai_client import OpenAIModelClient
 from agents.runtime.tokens import (
     context_window_for,
     count_request_tokens,

@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 import pytest
 
-from agents.runtime.providers import RAW_ARGUMENTS_KEY, AnthropicModelClient, OpenAIModelClient
+from agents.runtime.providers.anthropic_client import AnthropicModelClient
+from agents.runtime.providers.common import RAW_ARGUMENTS_KEY
+from agents.runtime.providers.openai_client import OpenAIModelClient
 from agents.runtime.types import (
     ChatMessage,
     ModelClient,

@@ -1,7 +1,5 @@
-"""Model clients for the hosted providers, each implementing ``agents.runtime.types.ModelClient``."""
+"""Model clients for the hosted providers, each implementing ``agents.runtime.types.ModelClient``.
 
-from agents.runtime.providers.anthropic_client import AnthropicModelClient
-from agents.runtime.providers.common import RAW_ARGUMENTS_KEY
-from agents.runtime.providers.openai_client import OpenAIModelClient
-
-__all__ = ["RAW_ARGUMENTS_KEY", "AnthropicModelClient", "OpenAIModelClient"]
+Each lives in its own module (``anthropic_client``, ``openai_client``) and is imported where it
+is used: importing this package does not load the providers' SDKs.
+"""
