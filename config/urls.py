@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.api import AgentViewSet
+from billing.usage_api import UsageReportView
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from mcp_servers.api import McpServerViewSet
@@ -50,6 +51,7 @@ api_v1: list[URLPattern | URLResolver] = [
     ),
     path("", include(router.urls)),
     path("workers/", WorkerStatusView.as_view(), name="workers"),
+    path("usage/", UsageReportView.as_view(), name="usage"),
     path(
         "agents/<str:agent_pk>/tools/",
         AgentToolsViewSet.as_view({"get": "retrieve", "patch": "partial_update", "put": "partial_update"}),
