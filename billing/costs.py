@@ -91,8 +91,10 @@ def money_text(micros: int) -> str:
     amount = Decimal(micros) / MICROS_PER_CREDIT
     if 0 < amount < Decimal("0.00005"):
         return "< $0.0001"
-    places = Decimal("0.01") if amount >= 1 else Decimal("0.0001")
-    return f"${amount.quantize(places, rounding=ROUND_HALF_UP):,}"
+    rounded = amount.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP)
+    if rounded >= 1:
+        rounded = amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"${rounded:,}"
 
 
 def cost_label(cost: Cost) -> str:

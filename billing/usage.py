@@ -138,11 +138,15 @@ def usage_report_for_actor(*, actor: Actor, group_by: GroupBy, since: date, unti
             finished_at__lt=datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC)
         )
     names, expressions, key_of = GROUPS[group_by]
-    grouped = steps.order_by().values(*names, **expressions).annotate(**TOTALS)
+    grouped = (
+        steps.order_by()
+        .values(*names, **expressions)
+        .annotate(**{f"total_{name}": total for name, total in TOTALS.items()})
+    )
     rows = []
     for values in grouped:
         key, label = key_of(values)
-        totals = {name: values[name] or 0 for name in TOTALS}
+        totals = {name: values[f"total_{name}"] or 0 for name in TOTALS}
         rows.append(UsageRow(key=key, label=label, **totals))
     if group_by == "day":
         return sorted(rows, key=lambda row: row.key)

@@ -51,7 +51,7 @@ api_v1: list[URLPattern | URLResolver] = [
     ),
     path("", include(router.urls)),
     path("workers/", WorkerStatusView.as_view(), name="workers"),
-    path("usage/", UsageReportView.as_view(), name="usage"),
+    path("usage/", UsageReportView.as_view(), name="api-usage"),
     path(
         "agents/<str:agent_pk>/tools/",
         AgentToolsViewSet.as_view({"get": "retrieve", "patch": "partial_update", "put": "partial_update"}),
