@@ -2,7 +2,7 @@
 
 import csv
 import io
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -10,12 +10,13 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from agents.models import Agent
 from billing.costs import Cost, cost_label, money_text
 from billing.models import ModelPrice
-from sessions.models import RunEvent
+from sessions.models import Run, RunEvent, Session, Step
 from sessions.tasks import execute_run
 from tests.conftest import Cast
-from tests.factories import make_agent
+from tests.factories import field_values, make_agent
 from tests.fake_model_server import FakeModelServer
 from tests.test_runs_api import TOOL_ROUND_TRIP, post_message, start_session
 
@@ -173,3 +174,208 @@ def test_cost_labels(cost: Cost, label: str) -> None:
 
 def test_money_text_rounds_half_up_to_four_places_below_one_credit_and_two_above() -> None:
     assert (money_text(42_050), money_text(1_005_000), money_text(999_999)) == ("$0.0421", "$1.01", "$1.00")
+
+
+DAY_ONE = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
+DAY_TWO = datetime(2026, 3, 2, 0, 15, tzinfo=UTC)
+
+
+def make_run(session: Session, *, user: Any, provider: str, model: str) -> Run:
+    return Run.objects.create(
+        tenant_id=session.tenant_id,
+        session=session,
+        agent=session.agent,
+        created_by=user,
+        agent_config={"model_provider": provider, "model_name": model},
+        status="completed",
+    )
+
+
+def make_call(
+    run: Run, *, index: int, at: datetime, tokens: tuple[int, int, int, int], cost: int | None, **fields: Any
+) -> Step:
+    input_tokens, output_tokens, cache_read, cache_write = tokens
+    values: dict[str, Any] = {"kind": "model_call", "status": "completed", **fields}
+    return Step.objects.create(
+        run=run,
+        index=index,
+        finished_at=at,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        cost_micros=cost,
+        **values,
+    )
+
+
+@pytest.fixture
+def recorded_usage(cast: Cast) -> dict[str, Any]:
+    """Tenant A: alice's run of Writer on model m1 (day one, two calls; day two, one call without a
+    price), bob's run of Coder on m2 (day two); steps that do not count; tenant B: carol's run."""
+    writer = make_agent(tenant=cast.tenant_a, name="Writer")
+    coder = make_agent(tenant=cast.tenant_a, name="Coder")
+    alice_session = Session.objects.create(tenant=cast.tenant_a, agent=writer, created_by=cast.alice)
+    bob_session = Session.objects.create(tenant=cast.tenant_a, agent=coder, created_by=cast.bob)
+    alice_run = make_run(alice_session, user=cast.alice, provider="anthropic", model="m1")
+    bob_run = make_run(bob_session, user=cast.bob, provider="openai", model="m2")
+    make_call(alice_run, index=0, at=DAY_ONE, tokens=(100, 10, 1, 2), cost=1_000)
+    make_call(alice_run, index=1, at=DAY_ONE, tokens=(200, 20, 0, 0), cost=2_500)
+    make_call(alice_run, index=2, at=DAY_TWO, tokens=(50, 5, 0, 0), cost=None)
+    make_call(alice_run, index=3, at=DAY_TWO, tokens=(0, 0, 0, 0), cost=None, kind="tool_call")
+    make_call(alice_run, index=4, at=DAY_TWO, tokens=(9, 9, 0, 0), cost=None, status="failed")
+    make_call(bob_run, index=0, at=DAY_TWO, tokens=(30, 3, 0, 0), cost=7_000_000)
+    carol_agent = make_agent(tenant=cast.tenant_b, name="Carol's")
+    carol_session = Session.objects.create(tenant=cast.tenant_b, agent=carol_agent, created_by=cast.carol)
+    carol_run = make_run(carol_session, user=cast.carol, provider="anthropic", model="m1")
+    make_call(carol_run, index=0, at=DAY_ONE, tokens=(1000, 1000, 0, 0), cost=5_000)
+    return {
+        "writer": writer,
+        "coder": coder,
+        "alice_run": alice_run,
+        "bob_run": bob_run,
+        "carol_run": carol_run,
+    }
+
+
+def row(
+    key: str,
+    label: str,
+    runs: int,
+    calls: int,
+    tokens: tuple[int, int, int, int],
+    cost: str | None,
+    unpriced: int,
+) -> dict[str, Any]:
+    return {
+        "key": key,
+        "label": label,
+        "runs": runs,
+        "model_calls": calls,
+        "input_tokens": tokens[0],
+        "output_tokens": tokens[1],
+        "cache_read_tokens": tokens[2],
+        "cache_write_tokens": tokens[3],
+        "cost": cost,
+        "unpriced_model_calls": unpriced,
+    }
+
+
+def report(api: APIClient, group_by: str, since: str = "2026-03-01", until: str = "2026-03-02") -> Any:
+    response = usage(api, group_by=group_by, since=since, until=until)
+    assert response.status_code == 200, response.content
+    return response.json()["results"]
+
+
+def test_usage_per_day_counts_model_calls_on_the_utc_day_they_finished(
+    alice_api: APIClient, recorded_usage: dict[str, Any]
+) -> None:
+    assert report(alice_api, "day") == [
+        row("2026-03-01", "2026-03-01", 1, 2, (300, 30, 1, 2), "0.003500", 0),
+        row("2026-03-02", "2026-03-02", 2, 2, (80, 8, 0, 0), "7.000000", 1),
+    ]
+    assert report(alice_api, "day", since="2026-03-02", until="2026-03-02") == [
+        row("2026-03-02", "2026-03-02", 2, 2, (80, 8, 0, 0), "7.000000", 1),
+    ]
+
+
+def test_usage_per_member_agent_and_model_dearest_first(
+    cast: Cast, alice_api: APIClient, recorded_usage: dict[str, Any]
+) -> None:
+    writer, coder = recorded_usage["writer"], recorded_usage["coder"]
+    assert report(alice_api, "member") == [
+        row(str(cast.bob.pk), "bob@a.test", 1, 1, (30, 3, 0, 0), "7.000000", 0),
+        row(str(cast.alice.pk), "alice@a.test", 1, 3, (350, 35, 1, 2), "0.003500", 1),
+    ]
+    assert report(alice_api, "agent") == [
+        row(str(coder.pk), "Coder", 1, 1, (30, 3, 0, 0), "7.000000", 0),
+        row(str(writer.pk), "Writer", 1, 3, (350, 35, 1, 2), "0.003500", 1),
+    ]
+    assert report(alice_api, "model") == [
+        row("openai:m2", "openai:m2", 1, 1, (30, 3, 0, 0), "7.000000", 0),
+        row("anthropic:m1", "anthropic:m1", 1, 3, (350, 35, 1, 2), "0.003500", 1),
+    ]
+
+
+def test_usage_of_calls_without_any_price_has_a_null_cost(
+    alice_api: APIClient, recorded_usage: dict[str, Any]
+) -> None:
+    Step.objects.filter(run=recorded_usage["alice_run"], finished_at=DAY_ONE).update(cost_micros=None)
+    assert report(alice_api, "day", until="2026-03-01") == [
+        row("2026-03-01", "2026-03-01", 1, 2, (300, 30, 1, 2), None, 2),
+    ]
+
+
+@pytest.mark.parametrize("client_of", ["bob", "victor"])
+def test_members_and_viewers_see_only_their_own_usage(
+    cast: Cast, client_of: str, recorded_usage: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    api = request.getfixturevalue(f"{client_of}_api")
+    own = (
+        [row(str(cast.bob.pk), "bob@a.test", 1, 1, (30, 3, 0, 0), "7.000000", 0)]
+        if client_of == "bob"
+        else []
+    )
+    assert report(api, "member") == own
+
+
+def test_another_tenants_usage_is_never_counted_and_its_runs_are_404(
+    cast: Cast, carol_api: APIClient, recorded_usage: dict[str, Any]
+) -> None:
+    alice_run = recorded_usage["alice_run"]
+    before = [field_values(step) for step in Step.objects.order_by("id")]
+    assert report(carol_api, "agent") == [
+        row(str(Agent.objects.get(name="Carol's").pk), "Carol's", 1, 1, (1000, 1000, 0, 0), "0.005000", 0),
+    ]
+    assert report(carol_api, "member") == [
+        row(str(cast.carol.pk), "carol@b.test", 1, 1, (1000, 1000, 0, 0), "0.005000", 0),
+    ]
+    assert carol_api.get(f"/api/v1/runs/{alice_run.pk}/").status_code == 404
+    assert carol_api.get(f"/api/v1/sessions/{alice_run.session_id}/").status_code == 404
+    assert [field_values(step) for step in Step.objects.order_by("id")] == before
+    assert Run.objects.get(pk=alice_run.pk).cost_micros == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "fields"),
+    [
+        ({"group_by": "week"}, {"group_by": ['"week" is not a valid choice.']}),
+        (
+            {"since": "2026-13-01"},
+            {"since": ["Date has wrong format. Use one of these formats instead: YYYY-MM-DD."]},
+        ),
+        ({"since": "2026-03-02", "until": "2026-03-01"}, {"until": ["Must be on or after since."]}),
+        ({"since": "2025-01-01", "until": "2026-01-02"}, {"until": ["The range may span at most 366 days."]}),
+    ],
+)
+def test_bad_report_parameters_are_400_with_field_messages(
+    alice_api: APIClient, params: dict[str, str], fields: dict[str, list[str]]
+) -> None:
+    for extra in ({}, {"format": "csv"}):
+        response = usage(alice_api, **params, **extra)
+        assert response.status_code == 400
+        assert response["Content-Type"] == "application/json"
+        assert response.json()["error"]["fields"] == fields
+
+
+def test_a_range_of_366_days_is_allowed_and_the_default_is_the_last_30(alice_api: APIClient) -> None:
+    assert usage(alice_api, since="2024-01-01", until="2024-12-31").status_code == 200
+    body = usage(alice_api).json()
+    today = datetime.now(UTC).date()
+    assert (body["group_by"], body["since"], body["until"]) == (
+        "day",
+        (today - timedelta(days=29)).isoformat(),
+        today.isoformat(),
+    )
+
+
+def test_the_csv_is_also_served_for_accept_text_csv(
+    alice_api: APIClient, recorded_usage: dict[str, Any]
+) -> None:
+    response = alice_api.get(
+        "/api/v1/usage/",
+        {"group_by": "day", "since": "2026-03-02", "until": "2026-03-02"},
+        HTTP_ACCEPT="text/csv",
+    )
+    assert response.status_code == 200
+    assert response.content.decode().splitlines()[1:] == ["2026-03-02,2026-03-02,2,2,80,8,0,0,7.000000,1"]
