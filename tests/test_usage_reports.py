@@ -10,14 +10,23 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from agents.models import Agent
+from agents.models import DEFAULT_MODEL_NAMES, Agent, ModelProvider
 from billing.costs import Cost, cost_label, money_text
 from billing.models import ModelPrice
 from sessions.models import Run, RunEvent, Session, Step
 from sessions.tasks import execute_run
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent
-from tests.fake_model_server import FakeModelServer
+from tests.fake_model_server import FakeModelServer, Turn
+from tests.test_planner import (
+    PLANNER,
+    SYNTHESIS,
+    THREE_STEP_PLAN,
+    drive,
+    plan_turn,
+    post,
+    start_planning_session,
+)
 from tests.test_runs_api import TOOL_ROUND_TRIP, post_message, start_session
 
 pytestmark = pytest.mark.django_db
@@ -379,3 +388,41 @@ def test_the_csv_is_also_served_for_accept_text_csv(
     )
     assert response.status_code == 200
     assert response.content.decode().splitlines()[1:] == ["2026-03-02,2026-03-02,2,2,80,8,0,0,7.000000,1"]
+
+
+@pytest.mark.django_db(transaction=True)  # executors run in threads, as the planner tests drive them
+def test_a_plan_runs_tree_cost_includes_its_executors(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    set_price("anthropic", DEFAULT_MODEL_NAMES[ModelProvider.ANTHROPIC])
+    fake_model.script(plan_turn(THREE_STEP_PLAN, usage=(100, 50, 3, 0)), match=PLANNER)
+    fake_model.script(Turn(text="one", usage=(11, 7, 1, 0)), match="Step s1:")
+    fake_model.script(Turn(text="two", usage=(13, 9, 0, 2)), match="Step s2:")
+    fake_model.script(Turn(text="three", usage=(17, 3, 0, 0)), match="Step s3:")
+    fake_model.script(Turn(text="final", usage=(40, 20, 0, 5)), match=SYNTHESIS)
+    session_id = start_planning_session(bob_api, cast)
+    parent_id = post(bob_api, session_id, "Compare the populations of Paris and Rome.")
+
+    drive(parent_id)
+
+    planner, synthesis = 100_000 + 100_000 + 300, 40_000 + 40_000 + 6_250
+    executors = (11_000 + 14_000 + 100) + (13_000 + 18_000 + 2_500) + (17_000 + 6_000)
+    assert (planner + synthesis, executors) == (286_550, 81_600)
+    detail = bob_api.get(f"/api/v1/runs/{parent_id}/").json()
+    assert (detail["cost"], detail["tree_cost"], detail["tree_unpriced_model_calls"]) == (
+        "0.286550",
+        "0.368150",
+        0,
+    )
+    completed = RunEvent.objects.get(run_id=parent_id, type="run.completed").data
+    assert (completed["cost"], completed["tree_cost"], completed["tree_unpriced_model_calls"]) == (
+        "0.286550",
+        "0.368150",
+        0,
+    )
+    assert bob_api.get(f"/api/v1/sessions/{session_id}/").json()["cost"] == "0.368150"
+    chat = login(cast.bob).get(f"/chat/{session_id}/").content.decode()
+    assert '<span class="small muted" data-slot="cost">$0.3682</span>' in chat
+    timeline = login(cast.bob).get(f"/runs/{parent_id}/").content.decode()
+    assert '<p class="stat-value stat-small" data-run-cost>$0.3682</p>' in timeline
+    assert "with executors and sub-agents · own $0.2866" in timeline
