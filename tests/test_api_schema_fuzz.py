@@ -37,8 +37,8 @@ IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
 # Schema-valid bodies these operations may still refuse with a 400, by rules over the tenant's data
 # that a schema cannot state: unique names, references to other objects (users, tools, tool calls),
 # an object's state (only a pending memory is approved, only a failed run retried), a provider's
-# own temperature range, transports that need a URL, URLs the outbound guard refuses, and one
-# provider key per provider.
+# own temperature range, transports that need a URL, URLs the outbound guard refuses, one provider
+# key per provider, and a usage report's range of days.
 RULES_OVER_DATA = [
     ("POST", "/api/v1/agents/"),
     ("PUT", "/api/v1/agents/{id}/"),
@@ -59,6 +59,8 @@ RULES_OVER_DATA = [
     ("PATCH", "/api/v1/provider-keys/{id}/"),
     ("POST", "/api/v1/runs/{id}/approve/"),
     ("POST", "/api/v1/runs/{id}/retry/"),
+    # the report's range: until on or after since, at most 366 days
+    ("GET", "/api/v1/usage/"),
 ]
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict(
