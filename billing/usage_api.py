@@ -65,7 +65,7 @@ def _days_before(day: date, days: int) -> date:
 
 class UsageRowSerializer(serializers.Serializer):
     key = serializers.CharField(help_text="The day (YYYY-MM-DD), member id, agent id or provider:model.")
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the row's field, not Serializer.label
     runs = serializers.IntegerField()
     model_calls = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
