@@ -61,7 +61,7 @@ def column_chart(
     summary: str,
     label_every: int = 7,
 ) -> BarChart:
-    """One column per row (days), labelled every ``label_every`` columns and at the last."""
+    """One column per row (days), labelled every ``label_every`` columns counting back from the last."""
     largest = max((value(row) for row in rows), default=0) or 1
     slot = WIDTH / max(len(rows), 1)
     bars = []
@@ -78,7 +78,7 @@ def column_chart(
                 value_text=value_text(row),
                 label_x=round(index * slot + slot / 2, 2),
                 label_y=COLUMN_HEIGHT + 15,
-                is_labelled=index % label_every == 0 or index == len(rows) - 1,
+                is_labelled=(len(rows) - 1 - index) % label_every == 0,
             )
         )
     return BarChart(title, summary, bars, WIDTH, COLUMN_HEIGHT + COLUMN_LABEL_SPACE)
