@@ -17,10 +17,10 @@ Row = TypeVar("Row")
 WIDTH = 600
 # Columns: a bar per day, their labels under the plot.
 COLUMN_HEIGHT = 160
-COLUMN_LABEL_SPACE = 20
+COLUMN_LABEL_SPACE = 28
 # Rows: a bar per agent, member or model, its label above it.
-ROW_STEP = 44
-ROW_BAR_HEIGHT = 16
+ROW_STEP = 52
+ROW_BAR_HEIGHT = 18
 MAX_ROWS = 10
 
 
@@ -36,6 +36,8 @@ class Bar:
     label_x: float
     label_y: float
     is_labelled: bool
+    # SVG text-anchor: the last column's label ends at the chart's edge instead of crossing it.
+    label_anchor: str = "middle"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ def column_chart(
     for index, row in enumerate(rows):
         height = COLUMN_HEIGHT * value(row) / largest
         x = index * slot + slot * 0.15
+        is_last = index == len(rows) - 1
         bars.append(
             Bar(
                 x=round(x, 2),
@@ -76,9 +79,10 @@ def column_chart(
                 height=round(height, 2),
                 label=label(row),
                 value_text=value_text(row),
-                label_x=round(index * slot + slot / 2, 2),
-                label_y=COLUMN_HEIGHT + 15,
+                label_x=WIDTH if is_last else round(index * slot + slot / 2, 2),
+                label_y=COLUMN_HEIGHT + 22,
                 is_labelled=(len(rows) - 1 - index) % label_every == 0,
+                label_anchor="end" if is_last else "middle",
             )
         )
     return BarChart(title, summary, bars, WIDTH, COLUMN_HEIGHT + COLUMN_LABEL_SPACE)
@@ -102,13 +106,13 @@ def row_chart(
         bars.append(
             Bar(
                 x=0,
-                y=top + 22,
+                y=top + 26,
                 width=round(WIDTH * value(row) / largest, 2),
                 height=ROW_BAR_HEIGHT,
                 label=label(row),
                 value_text=value_text(row),
                 label_x=0,
-                label_y=top + 15,
+                label_y=top + 18,
                 is_labelled=True,
             )
         )
