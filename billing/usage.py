@@ -6,6 +6,7 @@ its run's agent snapshot names. Owners and admins see the whole tenant; members 
 own runs only.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
@@ -97,8 +98,8 @@ def _model_key(values: dict[str, Any]) -> tuple[str, str]:
     return name, name
 
 
-# Per grouping: the columns it groups by (a name, or an alias with its expression) and its key and label.
-GROUPS: dict[str, tuple[list[str], dict[str, Any], Any]] = {
+# Per grouping: the columns it groups by (names, and aliases of expressions) and its row's key and label.
+GROUPS: dict[GroupBy, tuple[list[str], dict[str, Any], Callable[[dict[str, Any]], tuple[str, str]]]] = {
     "day": ([], {"day": TruncDate("finished_at", tzinfo=UTC)}, _day_key),
     "member": (
         ["run__created_by_id", "run__created_by__email", "run__created_by__username"],
