@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 from agents.api import AgentViewSet
 from audit.api import AuditEntryViewSet
 from billing.api import BudgetViewSet, CreditViewSet, LedgerEntryViewSet
+from billing.usage_api import UsageReportView
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
 from mcp_servers.api import McpServerViewSet
@@ -57,6 +58,7 @@ api_v1: list[URLPattern | URLResolver] = [
     ),
     path("", include(router.urls)),
     path("workers/", WorkerStatusView.as_view(), name="workers"),
+    path("usage/", UsageReportView.as_view(), name="api-usage"),
     path(
         "agents/<str:agent_pk>/tools/",
         AgentToolsViewSet.as_view({"get": "retrieve", "patch": "partial_update", "put": "partial_update"}),

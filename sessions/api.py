@@ -26,6 +26,7 @@ from sessions.selectors import (
     run_list_for_actor,
     session_get_for_posting,
     session_list_for_actor,
+    sessions_with_cost,
 )
 from sessions.serializers import (
     ApproveSerializer,
@@ -36,6 +37,7 @@ from sessions.serializers import (
     RunSerializer,
     RunSummarySerializer,
     SessionCreateSerializer,
+    SessionDetailSerializer,
     SessionSerializer,
     ToolApprovalSerializer,
 )
@@ -103,7 +105,11 @@ class SessionFilter(StrictFilterSet):
 
 @extend_schema_view(
     list=extend_schema(summary="List sessions", tags=["sessions"]),
-    retrieve=extend_schema(summary="Read a session", tags=["sessions"]),
+    retrieve=extend_schema(
+        summary="Read a session, with what its runs cost",
+        tags=["sessions"],
+        responses=SessionDetailSerializer,
+    ),
     create=extend_schema(
         summary="Start a session with an agent",
         tags=["sessions"],
@@ -123,7 +129,11 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     write_role = Role.MEMBER
 
     def get_queryset(self) -> QuerySet[Session]:
-        return session_list_for_actor(actor=self.actor)
+        sessions = session_list_for_actor(actor=self.actor)
+        return sessions_with_cost(sessions) if self.action == "retrieve" else sessions
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+        return SessionDetailSerializer if self.action == "retrieve" else SessionSerializer
 
     def create(self, request: Request) -> Response:
         serializer = SessionCreateSerializer(data=request.data)

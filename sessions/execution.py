@@ -23,6 +23,7 @@ from agents.runtime.types import (
     ToolProvider,
     ToolSpec,
 )
+from billing.costs import run_cost
 from billing.meter import run_credit_meter
 from billing.pricing import run_price
 from memory.retrieval import memories_for_context
@@ -321,31 +322,57 @@ def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:
 
 
 def _ending_data(run: Run, status: str, stop_reason: str, error: str) -> dict[str, Any]:
-    """The terminal event's data (a parent's tree usage is added by run_finish)."""
-    data: dict[str, Any] = {"status": status, "stop_reason": stop_reason, "usage": run.usage}
+    """The terminal event's data (a parent's tree usage and cost are added by run_finish)."""
+    cost = run_cost(run)
+    data: dict[str, Any] = {
+        "status": status,
+        "stop_reason": stop_reason,
+        "usage": run.usage,
+        "cost": cost.text,
+        "unpriced_model_calls": cost.unpriced_calls,
+    }
     if error:
         data["error"] = error
     return data
 
 
 def _tree_usage_record(run: Run) -> dict[str, Any]:
-    """The run's usage with its children's, stored on the run, and per child for the event."""
-    children = {
-        str(child.pk): child.usage for child in Run.objects.filter(parent_run=run).order_by("created_at")
-    }
-    run.refresh_from_db(fields=USAGE_FIELDS)
+    """The run's usage and cost with its children's, stored on the run, and per child for the event."""
+    child_runs = list(Run.objects.filter(parent_run=run).order_by("created_at"))
+    children = {str(child.pk): child.usage for child in child_runs}
+    run.refresh_from_db(fields=["model_calls", *USAGE_FIELDS, *COST_FIELDS])
     tree = {
         name: getattr(run, name) + sum(usage[name] for usage in children.values()) for name in USAGE_FIELDS
     }
     tree["total_tokens"] = tree["input_tokens"] + tree["output_tokens"]
+    # The tree's cost goes with its usage (billing.costs.run_tree_cost reads it back).
+    cost = sum((run_cost(child) for child in child_runs), run_cost(run))
+    tree["model_calls"] = cost.priced_calls + cost.unpriced_calls
+    tree["unpriced_model_calls"] = cost.unpriced_calls
+    tree["cost_micros"] = cost.micros
     Run.objects.filter(pk=run.pk).update(tree_usage=tree)
     run.tree_usage = tree
-    return {"usage": run.usage, "tree_usage": tree, "children_usage": children}
+    return {
+        "usage": run.usage,
+        "tree_usage": tree,
+        "children_usage": children,
+        "tree_cost": cost.text,
+        "tree_unpriced_model_calls": cost.unpriced_calls,
+    }
 
 
 USAGE_FIELDS = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"]
+COST_FIELDS = ["cost_micros", "unpriced_model_calls"]
 # What changes while a run executes and its end depends on (not its configuration or ids).
-FINISH_FIELDS = ["status", "version", "model_calls", "lease_owner", "lease_expires_at", *USAGE_FIELDS]
+FINISH_FIELDS = [
+    "status",
+    "version",
+    "model_calls",
+    "lease_owner",
+    "lease_expires_at",
+    *USAGE_FIELDS,
+    *COST_FIELDS,
+]
 
 
 def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", actor: str = "system") -> Run:

@@ -1,7 +1,8 @@
 from dataclasses import dataclass
 from uuid import UUID
 
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
@@ -39,6 +40,27 @@ def session_get_for_actor(*, actor: Actor, session_id: UUID | str) -> Session:
         return session_list_for_actor(actor=actor).get(pk=_uuid_or_404(session_id))
     except Session.DoesNotExist as error:
         raise Http404("session not found") from error
+
+
+def _session_runs_total(field: str) -> Coalesce:
+    total = (
+        Run.objects.filter(session=OuterRef("pk"))
+        .order_by()
+        .values("session")
+        .annotate(total=Sum(field))
+        .values("total")
+    )
+    return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
+
+
+def sessions_with_cost(sessions: QuerySet[Session]) -> QuerySet[Session]:
+    """Each session with what all its runs cost (executors and sub-agents are runs of it too):
+    ``total_cost_micros``, ``total_model_calls``, ``total_unpriced_model_calls``."""
+    return sessions.annotate(
+        total_cost_micros=_session_runs_total("cost_micros"),
+        total_model_calls=_session_runs_total("model_calls"),
+        total_unpriced_model_calls=_session_runs_total("unpriced_model_calls"),
+    )
 
 
 @dataclass(frozen=True)

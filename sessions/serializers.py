@@ -1,7 +1,9 @@
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from billing.costs import calls_cost, run_cost, run_tree_cost, step_cost
 from core.api.serializers import FieldsBuiltOnce, StrictSerializer, not_blank
 from sessions.events import event_envelope
 from sessions.models import Message, Run, RunEvent, RunRoute, Session, Step, StopReason, ToolApproval
@@ -53,6 +55,29 @@ class SessionSerializer(SessionLaneMixin, serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
+
+
+class SessionDetailSerializer(SessionSerializer):
+    """A session with what its runs cost (executors and sub-agents included), from the annotations
+    of sessions.selectors.session_with_cost."""
+
+    cost = serializers.SerializerMethodField(
+        help_text="Credits (US dollars at list prices) of its priced model calls, six places; "
+        "null when every model call had an unknown price."
+    )
+    unpriced_model_calls = serializers.IntegerField(source="total_unpriced_model_calls", read_only=True)
+
+    class Meta(SessionSerializer.Meta):
+        fields = [*SessionSerializer.Meta.fields, "cost", "unpriced_model_calls"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_cost(self, session: Session) -> str | None:
+        return calls_cost(
+            micros=session.total_cost_micros,  # type: ignore[attr-defined]
+            model_calls=session.total_model_calls,  # type: ignore[attr-defined]
+            unpriced_model_calls=session.total_unpriced_model_calls,  # type: ignore[attr-defined]
+        ).text
 
 
 class SessionCreateSerializer(StrictSerializer):
@@ -127,6 +152,11 @@ class ToolApprovalSerializer(serializers.ModelSerializer):
 
 
 class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
+    cost = serializers.SerializerMethodField(
+        help_text="A model call's cost in credits, six places; null when its price is unknown "
+        "and for steps that are no model call."
+    )
+
     class Meta:
         model = Step
         fields = [
@@ -142,10 +172,16 @@ class StepSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "output_tokens",
             "cache_read_tokens",
             "cache_write_tokens",
+            "cost",
             "started_at",
             "finished_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_cost(self, step: Step) -> str | None:
+        cost = step_cost(step)
+        return cost.text if cost is not None else None
 
 
 class UsageSerializer(serializers.Serializer):
@@ -166,6 +202,14 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     stop_reason = serializers.ChoiceField(choices=StopReason.choices, allow_blank=True, read_only=True)
     route = serializers.ChoiceField(choices=RunRoute.choices, allow_blank=True, read_only=True)
     usage = UsageSerializer(read_only=True)
+    cost = serializers.SerializerMethodField(
+        help_text="Credits (US dollars at list prices) of its own priced model calls, six places; "
+        "null when every model call had an unknown price."
+    )
+    tree_cost = serializers.SerializerMethodField(
+        help_text="With its executors' and sub-agents': set when a run with children finishes, else null."
+    )
+    tree_unpriced_model_calls = serializers.SerializerMethodField()
     steps = StepSerializer(many=True, read_only=True)
     approvals = ToolApprovalSerializer(many=True, read_only=True)
 
@@ -186,7 +230,11 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "attempt",
             "model_calls",
             "usage",
+            "cost",
+            "unpriced_model_calls",
             "tree_usage",
+            "tree_cost",
+            "tree_unpriced_model_calls",
             "route",
             "route_reason",
             "agent_config",
@@ -197,6 +245,20 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "approvals",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_cost(self, run: Run) -> str | None:
+        return run_cost(run).text
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_tree_cost(self, run: Run) -> str | None:
+        tree = run_tree_cost(run)
+        return tree.text if tree is not None else None
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_tree_unpriced_model_calls(self, run: Run) -> int | None:
+        tree = run_tree_cost(run)
+        return tree.unpriced_calls if tree is not None else None
 
 
 class RunSummarySerializer(RunSerializer):

@@ -40,7 +40,8 @@ IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
 # that a schema cannot state: unique names, references to other objects (users, tools, tool calls),
 # an object's state (only a pending memory is approved, only a failed run retried), a provider's
 # own temperature range, transports that need a URL, URLs the outbound guard refuses, one
-# provider key per provider, amounts of credits above zero and one budget per member or agent.
+# provider key per provider, amounts of credits above zero, one budget per member or agent, and
+# a usage report's range of days.
 RULES_OVER_DATA = [
     ("POST", "/api/v1/agents/"),
     ("PUT", "/api/v1/agents/{id}/"),
@@ -65,6 +66,8 @@ RULES_OVER_DATA = [
     ("PATCH", "/api/v1/budgets/{id}/"),
     ("POST", "/api/v1/runs/{id}/approve/"),
     ("POST", "/api/v1/runs/{id}/retry/"),
+    # the report's range: until on or after since, at most 366 days
+    ("GET", "/api/v1/usage/"),
 ]
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict(

@@ -232,6 +232,10 @@ def test_parent_usage_totals_equal_the_sum_over_the_tree(
         "cache_read_tokens": 4,
         "cache_write_tokens": 7,
         "total_tokens": 181 + 89,
+        # the tree's cost (tests/test_usage_reports.py): claude-sonnet-5 has no price here
+        "model_calls": 2 + 3,
+        "unpriced_model_calls": 5,
+        "cost_micros": 0,
     }
     for name in USAGE_FIELDS:
         assert parent.tree_usage[name] == getattr(parent, name) + sum(getattr(c, name) for c in children)

@@ -138,6 +138,10 @@ def test_an_agent_delegates_a_task_and_continues_with_the_subagents_answer(
         "cache_read_tokens": 1,
         "cache_write_tokens": 2,
         "total_tokens": 50 + 15 + 11 + 7,
+        # the tree's cost: the default models have no price here
+        "model_calls": 2 + 1,
+        "unpriced_model_calls": 3,
+        "cost_micros": 0,
     }
 
 

@@ -1,7 +1,7 @@
 """Reads the pages need beyond the apps' own selectors; each starts from the actor's tenant."""
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, date, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.selectors import agent_get_for_actor, agent_list_for_actor
+from billing.costs import Cost
+from billing.usage import UsageRow, usage_by_day, usage_report_for_actor
 from mcp_servers.models import McpHealth, McpServer
 from mcp_servers.selectors import mcp_server_list_for_actor
 from memory.models import Memory, MemoryStatus, MemoryType
@@ -22,12 +24,13 @@ from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
 from tenants.invitations import invitation_list_pending_for_actor
 from tenants.limits import DEFAULT_LIMITS, tenant_limit
-from tenants.models import ApiKey, Invitation, Membership
+from tenants.models import ApiKey, Invitation, Membership, Role
 from tools.agent_tools import agent_tools_overview
 from tools.models import Tool, ToolKind, ToolPolicy
 from tools.selectors import tool_list_for_actor
 
 USAGE_WINDOW = timedelta(days=7)
+REPORT_DAYS = 30
 
 
 def memberships_of_user(*, user: Any) -> QuerySet[Membership]:
@@ -49,10 +52,47 @@ class WeeklyUsage:
 
 
 @dataclass(frozen=True)
+class UsageReports:
+    """The dashboard's usage and cost of the last REPORT_DAYS days (UTC), as billing.usage counts it."""
+
+    since: date
+    until: date
+    days: list[UsageRow]
+    agents: list[UsageRow]
+    members: list[UsageRow]
+    models: list[UsageRow]
+    # Owners and admins see the whole workspace; others their own runs.
+    is_whole_tenant: bool
+
+    @property
+    def total(self) -> Cost:
+        return sum((row.cost for row in self.days), Cost())
+
+
+def usage_reports_for_actor(*, actor: Actor, until: date | None = None) -> UsageReports:
+    until = until or timezone.now().astimezone(UTC).date()
+    since = until - timedelta(days=REPORT_DAYS - 1)
+    rows = {
+        group_by: usage_report_for_actor(actor=actor, group_by=group_by, since=since, until=until)
+        for group_by in ("day", "agent", "member", "model")
+    }
+    return UsageReports(
+        since=since,
+        until=until,
+        days=usage_by_day(rows["day"], since=since, until=until),
+        agents=rows["agent"],
+        members=rows["member"],
+        models=rows["model"],
+        is_whole_tenant=actor.can(Role.ADMIN),
+    )
+
+
+@dataclass(frozen=True)
 class Dashboard:
     recent_sessions: list[Session]
     recent_runs: list[Run]
     usage: WeeklyUsage
+    reports: UsageReports
     servers_down: list[McpServer]
     agent_count: int
     first_agent: Agent | None
@@ -78,6 +118,7 @@ def dashboard_for_actor(*, actor: Actor) -> Dashboard:
             run_list_for_actor(actor=actor).select_related("agent", "session").order_by("-created_at")[:8]
         ),
         usage=WeeklyUsage(**{name: value or 0 for name, value in totals.items()}),
+        reports=usage_reports_for_actor(actor=actor),
         servers_down=list(
             mcp_server_list_for_actor(actor=actor).filter(is_enabled=True, health_status=McpHealth.DOWN)
         ),

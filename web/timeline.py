@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.models import Agent
+from billing.costs import Cost, run_cost
 from sessions.models import Run, RunEvent, Step, ToolApproval
 from sessions.selectors import events_for_run, run_get_for_actor
 from sessions.state import TERMINAL_RUN_STATUSES
@@ -32,6 +33,8 @@ class RunTimeline:
     entries: list[TimelineEntry]
     approvals: list[ToolApproval]
     model_label: str
+    # The run's own model calls; the page's total (the cost filter) adds its children's.
+    own_cost: Cost
     is_finished: bool
     duration_seconds: float | None
 
@@ -128,6 +131,7 @@ def run_timeline(*, actor: Actor, run_id: Any) -> RunTimeline:
         entries=timeline_entries(list(events_for_run(run=run))),
         approvals=list(run.approvals.select_related("decided_by")),
         model_label=label_agent.model_label,
+        own_cost=run_cost(run),
         is_finished=run.status in TERMINAL_RUN_STATUSES,
         duration_seconds=duration,
     )

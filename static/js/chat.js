@@ -292,6 +292,8 @@
     const usage = data.usage || {};
     const total = usage.total_tokens !== undefined ? usage.total_tokens : run.tokens;
     add("span", "small muted", total + " tokens");
+    const cost = costText(data);
+    if (cost) add("span", "small muted", cost).setAttribute("data-slot", "cost");
     const link = add("a", "small", "Timeline");
     link.href = url("timeline", run.id);
     if (config.canPost && !run.parentId && RETRYABLE.indexOf(run.status) >= 0) {
@@ -305,6 +307,22 @@
       button.textContent = "Retry";
       form.appendChild(button);
     }
+  }
+
+  /* The answer's cost as the pages' cost filter shows it (billing.costs.cost_label): with its
+     executors' and sub-agents' when the event has a tree cost. */
+  function costText(data) {
+    const hasTree = data.tree_unpriced_model_calls !== undefined;
+    const amount = hasTree ? data.tree_cost : data.cost;
+    const unpriced = (hasTree ? data.tree_unpriced_model_calls : data.unpriced_model_calls) || 0;
+    if (amount === undefined) return "";
+    if (amount === null) return "price unknown";
+    const value = Number(amount);
+    let money;
+    if (value > 0 && value < 0.00005) money = "< $0.0001";
+    else money = "$" + (value >= 1 ? value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 }) : value.toFixed(4));
+    if (!unpriced) return money;
+    return "≥ " + money + " (" + unpriced + " call" + (unpriced === 1 ? "" : "s") + " without a price)";
   }
 
   function finishRun(run, status, data) {

@@ -6,7 +6,9 @@ a temporary directory.
 """
 
 import os
+import re
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agents.models import Agent
+from billing.models import ModelPrice
 from memory.models import Memory, MemoryStatus
 from sessions.models import Run
 from tenants.models import ApiKey, Membership, ProviderKey, Role
@@ -615,3 +618,47 @@ def test_an_owner_reads_the_audit_log_and_opens_a_diff_on_a_phone(page: Page, ca
     expect(entry.locator(".audit-diff dt")).to_have_text("system_prompt")
     overflow = page.evaluate("document.scrollingElement.scrollWidth - document.scrollingElement.clientWidth")
     assert overflow == 0
+
+
+def test_an_answer_shows_its_cost_live_and_after_a_reload_and_the_usage_charts_fit_a_phone(
+    page: Page, cast: Cast, fake_model: FakeModelServer, screenshot_dir: Path
+) -> None:
+    ModelPrice.objects.create(
+        provider="anthropic",
+        model="test-model",
+        input_per_million=1000,
+        output_per_million=2000,
+        cache_read_per_million=100,
+        cache_write_per_million=1250,
+        as_of=date(2026, 11, 1),
+    )
+    agent = make_agent(
+        tenant=cast.tenant_a, name="Priced", model_provider="anthropic", model_name="test-model"
+    )
+    fake_model.script(
+        Turn(
+            text="Let me calculate.", tool_calls=[("calculator", {"expression": "6*7"})], usage=(20, 10, 5, 0)
+        ),
+        Turn(text="6*7 is 42.", usage=(40, 8, 0, 3)),
+    )
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "What is 6*7?")
+
+    # 0.040500 + 0.059750 credits, from run.completed as the answer ends
+    expect(last_answer(page).locator(".run-footer [data-slot=cost]")).to_have_text("$0.1003")
+    page.reload()
+    expect(last_answer(page).locator(".run-footer [data-slot=cost]")).to_have_text("$0.1003")
+
+    page.set_viewport_size(PHONE)
+    page.goto("/")
+    chart = page.get_by_role("img", name="Cost per agent")
+    expect(chart).to_be_visible()
+    expect(chart).to_have_accessible_description(re.compile(r"the highest is Priced with \$0\.1003\."))
+    expect(page.get_by_role("link", name="Download CSV of cost per agent")).to_have_attribute(
+        "href", re.compile(r"^/api/v1/usage/\?group_by=agent&since=.*&format=csv$")
+    )
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow == 0
+    shoot(page, screenshot_dir, "dashboard-usage-phone")

@@ -1,12 +1,14 @@
-"""Template helpers for the pages: roles, status colours, numbers, JSON."""
+"""Template helpers for the pages: roles, status colours, numbers, money, JSON."""
 
 import json
 from typing import Any
 
 from django import template
 
+from billing.costs import Cost, cost_label, run_total_cost, step_cost
 from billing.pricing import credits_text
-from sessions.models import Session
+from billing.usage import UsageRow
+from sessions.models import Run, Session, Step
 from sessions.serializers import SessionLaneMixin
 from tenants.actors import Actor
 from web.forms.settings import LIMIT_LABELS
@@ -76,6 +78,19 @@ def tokens(value: int | None) -> str:
     if number >= 1000:
         return f"{number / 1000:.1f}k"
     return str(number)
+
+
+@register.filter
+def cost(value: Cost | Run | Step | UsageRow | None) -> str:
+    """Money as every page shows it ("$0.0042", "≥ $0.0042 (1 call without a price)", "price
+    unknown"): a run's answer with its executors and sub-agents, a step ("" for no model call)."""
+    if isinstance(value, Run):
+        value = run_total_cost(value)
+    elif isinstance(value, Step):
+        value = step_cost(value)
+    elif isinstance(value, UsageRow):
+        value = value.cost
+    return cost_label(value) if value is not None else ""
 
 
 @register.filter
