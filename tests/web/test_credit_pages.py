@@ -6,8 +6,13 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from billing.models import Budget, BudgetScope, CreditAccount, LedgerEntry
+from billing.models import Budget, BudgetScope, CreditAccount, LedgerEntry, ModelPrice
 from billing.services import credits_grant
+from sessions.services import session_create, session_post_message
+from sessions.tasks import execute_run
+from tenants.actors import actor_for_user
+from tests.factories import make_agent
+from tests.fake_model_server import FakeModelServer
 from tests.web.conftest import World
 
 pytestmark = pytest.mark.django_db
@@ -102,3 +107,27 @@ def test_members_do_not_reach_credits(world: World, client_for: ClientFor) -> No
     assert bob.get("/settings/").status_code == 403
     assert bob.post("/settings/credits/grant/", {"amount": "5"}).status_code == 403
     assert not CreditAccount.objects.exists()
+
+
+def test_the_chat_says_why_a_run_ran_out_of_credits(
+    world: World, client_for: ClientFor, fake_model: FakeModelServer
+) -> None:
+    ModelPrice.objects.create(
+        provider="anthropic",
+        model="test-model",
+        input_per_million=3,
+        output_per_million=15,
+        as_of="2026-11-01",
+    )
+    agent = make_agent(tenant=world.cast.tenant_a, model_provider="anthropic", model_name="test-model")
+    credits_grant(tenant=world.cast.tenant_a, amount_micros=1)
+    actor = actor_for_user(world.cast.bob, preferred_tenant_id=None)
+    assert actor is not None
+    session = session_create(actor=actor, agent=agent, title="short of credits")
+    _, run = session_post_message(actor=actor, session=session, content="hello")
+    execute_run(str(run.pk))
+
+    page = client_for(world.cast.bob).get(f"/chat/{session.pk}/").content.decode()
+
+    assert "Insufficient credits: this model call may cost up to " in page
+    assert fake_model.requests == []
