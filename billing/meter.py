@@ -10,17 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
+from uuid import UUID
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.runtime.metering import CreditsRefused
+from agents.runtime.metering import CreditsRefused, MeteredModelClient
 from agents.runtime.tokens import estimate_request_tokens
-from agents.runtime.types import ModelRequest, Usage
+from agents.runtime.types import ModelClient, ModelRequest, Usage
 from billing.models import Budget, BudgetPeriod, BudgetScope, CreditAccount, LedgerEntry, LedgerKind
-from billing.pricing import Price, cost_micros, credits_text, worst_case_micros
-from sessions.models import Run
+from billing.pricing import Price, cost_micros, credits_text, price_for, worst_case_micros
+from sessions.models import Run, Session
+from tenants.models import Tenant
 
 
 @dataclass
@@ -30,38 +32,81 @@ class Hold:
     period_ids: list[int] = field(default_factory=list)
 
 
-def run_credit_meter(
-    run: Run, *, price: Price | None, current_step_id: Callable[[], str | None]
-) -> RunCreditMeter | None:
-    """The meter of a run whose tenant has credits or whose member or agent has a budget, else None.
+@dataclass(frozen=True)
+class Payer:
+    """Who pays for a model call: the tenant, the member and agent its budgets are for, and the
+    run it belongs to (none for a session's compaction or memory extraction)."""
+
+    tenant: Tenant
+    user_id: int | None
+    agent_id: UUID | None
+    provider: str
+    model: str
+    run_id: UUID | None = None
+
+
+def payer_for_run(run: Run) -> Payer:
+    config = run.agent_config
+    return Payer(
+        tenant=run.tenant,
+        user_id=run.created_by_id,
+        agent_id=run.agent_id,
+        provider=config.get("model_provider", ""),
+        model=config.get("model_name", ""),
+        run_id=run.pk,
+    )
+
+
+def payer_for_session(session: Session, *, user_id: int | None) -> Payer:
+    """A session's model call outside a run (compaction, memory extraction), paid as its agent's."""
+    agent = session.agent
+    return Payer(
+        tenant=session.tenant,
+        user_id=user_id,
+        agent_id=agent.pk,
+        provider=agent.model_provider,
+        model=agent.effective_model_name,
+    )
+
+
+def credit_meter_for(
+    payer: Payer, *, price: Price | None, current_step_id: Callable[[], str | None] = lambda: None
+) -> CreditMeterForPayer | None:
+    """The meter of a payer whose tenant has credits or whose member or agent has a budget, else None.
 
     ``current_step_id`` returns the id of the model call step being made (the ledger links to it).
     """
-    if not run.tenant.is_metered:
+    if not payer.tenant.is_metered:
         return None
-    has_account = CreditAccount.objects.filter(tenant_id=run.tenant_id).exists()
-    applies = Q(scope=BudgetScope.MEMBER, user_id=run.created_by_id) | Q(
-        scope=BudgetScope.AGENT, agent_id=run.agent_id
+    has_account = CreditAccount.objects.filter(tenant=payer.tenant).exists()
+    applies = Q(scope=BudgetScope.MEMBER, user_id=payer.user_id) | Q(
+        scope=BudgetScope.AGENT, agent_id=payer.agent_id
     )
-    budgets = list(Budget.objects.filter(applies, tenant_id=run.tenant_id))
+    budgets = list(Budget.objects.filter(applies, tenant=payer.tenant))
     if not has_account and not budgets:
         return None
-    return RunCreditMeter(
-        run, price=price, has_account=has_account, budgets=budgets, current_step_id=current_step_id
+    return CreditMeterForPayer(
+        payer, price=price, has_account=has_account, budgets=budgets, current_step_id=current_step_id
     )
 
 
-class RunCreditMeter:
+def metered(model: ModelClient, payer: Payer) -> ModelClient:
+    """``model``, its calls paid by ``payer`` when the tenant meters them (for calls outside a run)."""
+    meter = credit_meter_for(payer, price=price_for(provider=payer.provider, model=payer.model))
+    return MeteredModelClient(model, meter) if meter is not None else model
+
+
+class CreditMeterForPayer:
     def __init__(
         self,
-        run: Run,
+        payer: Payer,
         *,
         price: Price | None,
         has_account: bool,
         budgets: list[Budget],
         current_step_id: Callable[[], str | None],
     ) -> None:
-        self.run = run
+        self.payer = payer
         self.price = price
         self.has_account = has_account
         self.budgets = budgets
@@ -69,9 +114,8 @@ class RunCreditMeter:
 
     def reserve(self, request: ModelRequest) -> Hold:
         if self.price is None:
-            config = self.run.agent_config
             raise CreditsRefused(
-                f"No price is set for the model {config.get('model_provider')}:{config.get('model_name')}, "
+                f"No price is set for the model {self.payer.provider}:{self.payer.model}, "
                 "so its cost cannot be paid from credits. An operator can add the price in the admin "
                 "(Billing → Model prices)."
             )
@@ -96,7 +140,7 @@ class RunCreditMeter:
         cost = cost_micros(self.price, usage)
         with transaction.atomic():
             if self.has_account:
-                CreditAccount.objects.filter(tenant_id=self.run.tenant_id).update(
+                CreditAccount.objects.filter(tenant_id=self.payer.tenant.pk).update(
                     balance_micros=F("balance_micros") + hold.amount_micros - cost
                 )
                 self._write(LedgerKind.RELEASE, hold.amount_micros, hold.step_id)
@@ -107,12 +151,12 @@ class RunCreditMeter:
                 )
 
     def _take_from_balance(self, amount: int) -> None:
-        taken = CreditAccount.objects.filter(tenant_id=self.run.tenant_id, balance_micros__gte=amount).update(
-            balance_micros=F("balance_micros") - amount
-        )
+        taken = CreditAccount.objects.filter(
+            tenant_id=self.payer.tenant.pk, balance_micros__gte=amount
+        ).update(balance_micros=F("balance_micros") - amount)
         if not taken:
             balance = (
-                CreditAccount.objects.filter(tenant_id=self.run.tenant_id)
+                CreditAccount.objects.filter(tenant_id=self.payer.tenant.pk)
                 .values_list("balance_micros", flat=True)
                 .first()
             )
@@ -123,7 +167,11 @@ class RunCreditMeter:
 
     def _write(self, kind: str, amount: int, step_id: str | None) -> None:
         LedgerEntry.objects.create(
-            tenant_id=self.run.tenant_id, kind=kind, amount_micros=amount, run_id=self.run.pk, step_id=step_id
+            tenant_id=self.payer.tenant.pk,
+            kind=kind,
+            amount_micros=amount,
+            run_id=self.payer.run_id,
+            step_id=step_id,
         )
 
 

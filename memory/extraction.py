@@ -21,6 +21,7 @@ from django.utils import timezone
 from agents.model_clients import ProviderNotConfigured, model_client_for
 from agents.models import ModelProvider
 from agents.runtime.types import ChatMessage, ModelError, ModelRequest, ModelResponseCompleted
+from billing.meter import metered, payer_for_session
 from memory.models import MAX_MEMORY_CHARACTERS, ExtractionState, Memory, MemoryType
 from memory.services import MemoryLimitReached, memory_suggest
 from sessions.models import Message, MessageRole, Session
@@ -211,6 +212,7 @@ def model_proposals(session: Session, messages: list[Message]) -> list[Proposal]
         client = model_client_for(
             tenant=session.tenant, agent_config={"model_provider": agent.model_provider}
         )
+        client = metered(client, payer_for_session(session, user_id=session.created_by_id))
     except ProviderNotConfigured as error:
         raise ExtractionFailed(str(error), is_retryable=False) from error
     request = ModelRequest(

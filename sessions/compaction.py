@@ -35,6 +35,7 @@ from agents.runtime.types import (
     ToolOutcome,
     Usage,
 )
+from billing.meter import metered, payer_for_session
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
@@ -220,6 +221,7 @@ def session_compact(*, actor: Actor, session: Session) -> CompactionSnapshot:
     agent = session.agent
     model_name = agent.effective_model_name
     model = model_client_for(tenant=session.tenant, agent_config={"model_provider": agent.model_provider})
+    model = metered(model, payer_for_session(session, user_id=actor.user_id))
     recorder = SessionCompactionRecorder(session)
     compactor = ContextCompactor(
         policy=compaction_policy(model_name=model_name), model=model, recorder=recorder

@@ -65,6 +65,12 @@ class SessionCompactionViewSet(TenantScopedViewSet):
                 description="A run of the session is active (`run_active`), there is nothing to compact "
                 "yet (`nothing_to_compact`), or the agent's provider has no key (`provider_not_configured`).",
             ),
+            402: OpenApiResponse(
+                ERROR_REFERENCE,
+                description=(
+                    "The summary's model call does not fit the credits or a budget (`insufficient_credits`)."
+                ),
+            ),
             502: OpenApiResponse(ERROR_REFERENCE, description="The model could not summarize (`llm_error`)."),
         },
     )
@@ -85,6 +91,9 @@ class SessionCompactionViewSet(TenantScopedViewSet):
             body = error_body("provider_not_configured", str(error))
             return Response(body, status=status.HTTP_409_CONFLICT)
         except ModelError as error:
+            if error.kind == "insufficient_credits":
+                body = error_body("insufficient_credits", str(error))
+                return Response(body, status=status.HTTP_402_PAYMENT_REQUIRED)
             body = error_body("llm_error", f"The model could not summarize the conversation: {error}")
             return Response(body, status=status.HTTP_502_BAD_GATEWAY)
         return Response(CompactionSnapshotSerializer(snapshot).data)

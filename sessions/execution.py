@@ -24,7 +24,7 @@ from agents.runtime.types import (
     ToolSpec,
 )
 from billing.costs import run_cost
-from billing.meter import run_credit_meter
+from billing.meter import credit_meter_for, payer_for_run
 from billing.pricing import run_price
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate
@@ -103,7 +103,7 @@ def _model_and_recorder(run: Run, *, handle: RunHandle) -> tuple[ModelClient, Dj
     model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
     price = run_price(run)
     recorder = DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run), price=price)
-    meter = run_credit_meter(run, price=price, current_step_id=recorder.open_model_step_id)
+    meter = credit_meter_for(payer_for_run(run), price=price, current_step_id=recorder.open_model_step_id)
     if meter is not None:
         model = MeteredModelClient(model, meter)
     return model, recorder

@@ -15,6 +15,8 @@ from agents.runtime.compaction import (
     with_note,
 )
 from agents.runtime.types import ChatMessage
+from billing.models import CreditAccount, ModelPrice
+from billing.services import credits_grant
 from sessions.compaction import chat_message_for, context_messages, latest_compaction, session_transcript
 from sessions.models import CompactionSnapshot, Message, Run, RunEvent, Session, Step
 from sessions.recorder import message_role_for
@@ -577,3 +579,26 @@ def test_the_hand_written_transcript_selects_what_the_orm_selects(cast: Cast) ->
         [f"{SUMMARY_HEADER}\nthe summary that counts", "kept question of a failed run"],
         ["a message with no run"],
     ]
+
+
+def test_manual_compaction_beyond_the_credits_is_402_and_changes_nothing(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    session_id = finished_session(bob_api, cast)
+    ModelPrice.objects.create(
+        provider="anthropic",
+        model="claude-test",
+        input_per_million=3,
+        output_per_million=15,
+        as_of="2026-11-01",
+    )
+    credits_grant(tenant=cast.tenant_a, amount_micros=1)
+    script_compaction(fake_model)
+
+    response = compact(bob_api, session_id)
+
+    assert response.status_code == 402
+    assert response.json()["error"]["code"] == "insufficient_credits"
+    assert fake_model.requests == []
+    assert not CompactionSnapshot.objects.filter(session_id=session_id).exists()
+    assert CreditAccount.objects.get(tenant=cast.tenant_a).balance_micros == 1

@@ -9,6 +9,8 @@ import pytest
 from django.utils import timezone
 
 from agents.models import Agent
+from billing.models import CreditAccount, ModelPrice
+from billing.services import credits_grant
 from memory.extraction import (
     ExtractionFailed,
     Proposal,
@@ -274,3 +276,24 @@ def test_nothing_about_a_deleted_user_is_stored_as_general(cast: Cast, agent: Ag
     assert extract_memories(session) == []
     assert Memory.objects.count() == 0
     assert ExtractionState.objects.get(session=session).last_message_position == 4
+
+
+def test_extraction_is_paid_from_credits_and_refused_without_them(
+    cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic", model_name="test-model")
+    ModelPrice.objects.create(
+        provider="anthropic",
+        model="test-model",
+        input_per_million=3,
+        output_per_million=15,
+        as_of="2026-11-01",
+    )
+    credits_grant(tenant=cast.tenant_a, amount_micros=1)
+    session = make_session(agent=agent, user=cast.bob, messages=CONVERSATION)
+
+    with pytest.raises(ExtractionFailed, match="Insufficient credits"):
+        extract_memories(session)
+
+    assert fake_model.requests == []
+    assert CreditAccount.objects.get(tenant=cast.tenant_a).balance_micros == 1
