@@ -30,15 +30,7 @@ from tenants.models import Role
 
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
-    list_display = [
-        "provider",
-        "model",
-        "input_per_million",
-        "output_per_million",
-        "cache_read_per_million",
-        "cache_write_per_million",
-        "as_of",
-    ]
+    list_display = tuple(PRICE_FIELDS)
     list_filter = ["provider"]
     search_fields = ["model"]
 
