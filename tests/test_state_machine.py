@@ -176,6 +176,8 @@ def test_finishing_a_run_cancels_its_open_steps_and_audits_the_move_then_the_end
                 "status": S.FAILED,
                 "stop_reason": "llm_error",
                 "usage": {**usage, "total_tokens": 10},
+                "cost": "0.000000",  # no priced model call recorded
+                "unpriced_model_calls": 0,
                 "error": "boom",
             },
         ),

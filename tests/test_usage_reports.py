@@ -135,7 +135,7 @@ def test_a_priced_tool_runs_cost_is_its_tokens_times_the_prices_everywhere(
     assert timeline.count("data-step-cost>$0.0598<") == 1  # 0.05975
     dashboard = login(cast.alice).get("/").content.decode()
     assert "<strong data-usage-total>$0.1003</strong>" in dashboard
-    assert '<td class="num">$0.1003</td>' in dashboard  # the recent run
+    assert '<span class="muted small">$0.1003</span>' in dashboard  # the recent run
     assert '<th scope="row">Calc</th><td>$0.1003</td>' in dashboard  # cost per agent
 
 
