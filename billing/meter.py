@@ -1,7 +1,7 @@
-"""Holding and paying for a run's model calls in credits and budgets (``agents.runtime.metering``).
+"""Holding and paying for model calls in credits and budgets (``agents.runtime.metering``).
 
 A hold takes the call's worst case off the tenant's balance and adds it to the month of every
-budget the run falls under, each with a conditional update, in one transaction: two runs
+budget the call falls under, each with a conditional update, in one transaction: two runs
 cannot both spend the last credits. Settling gives the hold back and takes the real cost.
 """
 
@@ -166,6 +166,8 @@ class CreditMeterForPayer:
             )
 
     def _write(self, kind: str, amount: int, step_id: str | None) -> None:
+        if not amount:
+            return  # a free model's call moves no credits: the ledger lists movements only
         LedgerEntry.objects.create(
             tenant_id=self.payer.tenant.pk,
             kind=kind,

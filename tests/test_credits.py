@@ -456,3 +456,14 @@ def test_grants_budgets_and_prices_leave_audit_entries(
         "update",
         {"input_per_million": ["3.000000", "4.000000"]},
     )
+
+
+def test_a_free_models_calls_leave_no_ledger_rows(cast: Cast, bob_api: APIClient) -> None:
+    agent = make_agent(tenant=cast.tenant_a)  # the offline model, priced at 0
+    credits_grant(tenant=cast.tenant_a, amount_micros=1_000_000)
+
+    run = run_to_end(bob_api, post_message(bob_api, start_session(bob_api, agent.pk), "hello")["run"]["id"])  # type: ignore[index]
+
+    assert run["status"] == "completed"
+    assert list(LedgerEntry.objects.values_list("kind", "amount_micros")) == [("grant", 1_000_000)]
+    assert balance_of(cast.tenant_a) == 1_000_000
