@@ -47,44 +47,43 @@ def credits_grant(
     *, tenant: Tenant, amount_micros: int, granted_by: Any | None = None, note: str = ""
 ) -> LedgerEntry:
     """Add credits to the tenant's balance (opening its account, which starts metering its runs)."""
-    if amount_micros <= 0:
-        raise ValidationError({"amount": ["Enter an amount above 0."]})
+    _require_positive(amount_micros)
     with transaction.atomic():
         tenant_mark_metered(tenant=tenant)
         CreditAccount.objects.get_or_create(tenant=tenant)
         CreditAccount.objects.filter(tenant=tenant).update(balance_micros=F("balance_micros") + amount_micros)
-        entry = LedgerEntry.objects.create(
-            tenant=tenant,
-            kind=LedgerKind.GRANT,
-            amount_micros=amount_micros,
-            actor=granted_by,
-            note=note[:500],
-        )
-        _record_credits(entry)
-        return entry
+        return _add_entry(tenant, LedgerKind.GRANT, amount_micros, actor=granted_by, note=note)
 
 
 def credits_refund(
     *, tenant: Tenant, amount_micros: int, refunded_by: Any | None = None, run_id: Any = None, note: str = ""
 ) -> LedgerEntry:
     """Give credits back (a run that should not have cost them), linked to the run when there is one."""
-    if amount_micros <= 0:
-        raise ValidationError({"amount": ["Enter an amount above 0."]})
+    _require_positive(amount_micros)
     with transaction.atomic():
         if not CreditAccount.objects.filter(tenant=tenant).update(
             balance_micros=F("balance_micros") + amount_micros
         ):
             raise ValidationError({"amount": ["This workspace has no credits to refund to."]})
-        entry = LedgerEntry.objects.create(
-            tenant=tenant,
-            kind=LedgerKind.REFUND,
-            amount_micros=amount_micros,
-            actor=refunded_by,
-            run_id=run_id,
-            note=note[:500],
+        return _add_entry(
+            tenant, LedgerKind.REFUND, amount_micros, actor=refunded_by, note=note, run_id=run_id
         )
-        _record_credits(entry)
-        return entry
+
+
+def _require_positive(amount_micros: int) -> None:
+    if amount_micros <= 0:
+        raise ValidationError({"amount": ["Enter an amount above 0."]})
+
+
+def _add_entry(
+    tenant: Tenant, kind: str, amount_micros: int, *, actor: Any | None, note: str, run_id: Any = None
+) -> LedgerEntry:
+    """A person's ledger entry with its audit entry (the caller moved the balance, in its transaction)."""
+    entry = LedgerEntry.objects.create(
+        tenant=tenant, kind=kind, amount_micros=amount_micros, actor=actor, run_id=run_id, note=note[:500]
+    )
+    _record_credits(entry)
+    return entry
 
 
 def _record_credits(entry: LedgerEntry) -> None:
