@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "mcp_servers",
     "billing",
     "audit",
+    "files",
     "web",
 ]
 
@@ -396,6 +397,45 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Uploaded files go through Django's storage API: the data folder by default, or any
+# S3-compatible store through django-storages (docs/configuration.md, "Files").
+FILES_ROOT = Path(env_str("FILES_ROOT", str(DATA_DIR / "files")))
+FILES_S3_BUCKET = env_str("FILES_S3_BUCKET")
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "media")},
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "files": (
+        {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": FILES_S3_BUCKET,
+                "endpoint_url": env_str("FILES_S3_ENDPOINT_URL") or None,
+                "region_name": env_str("FILES_S3_REGION") or None,
+                "access_key": env_str("FILES_S3_ACCESS_KEY_ID") or None,
+                "secret_key": env_str("FILES_S3_SECRET_ACCESS_KEY") or None,
+                "location": env_str("FILES_S3_PREFIX", "agentry/files"),
+                "default_acl": None,
+                "file_overwrite": False,
+                "querystring_auth": True,
+            },
+        }
+        if FILES_S3_BUCKET
+        else {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(FILES_ROOT), "base_url": None},
+        }
+    ),
+}
+# The largest upload, and the most one tenant may store in all.
+FILES_MAX_UPLOAD_BYTES = env_int("FILES_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
+FILES_MAX_TENANT_BYTES = env_int("FILES_MAX_TENANT_BYTES", 2 * 1024 * 1024 * 1024)
+# A document attached to a message up to this many characters goes into the context whole;
+# a longer one is searched with file_search.
+FILES_INLINE_CHARACTERS = env_int("FILES_INLINE_CHARACTERS", 20_000)
+
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]

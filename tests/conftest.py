@@ -2,6 +2,7 @@
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,23 @@ from tests.fake_model_server import FakeModelServer
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="session")
+def files_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("files")
+
+
+@pytest.fixture(autouse=True)
+def uploads_in_a_temporary_folder(settings: Any, files_root: Path) -> None:
+    """Uploaded files land in the test run's temporary folder, never in the data folder."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "files": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(files_root), "base_url": None},
+        },
+    }
 
 
 @dataclass

@@ -47,6 +47,8 @@ def child_environment(**overrides: str) -> dict[str, str]:
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "PYTHONUNBUFFERED": "1",
             "DEBUG": "true",
+            # The test process's own upload folder (tests/conftest.py), so both see the same files.
+            "FILES_ROOT": settings.STORAGES["files"]["OPTIONS"]["location"],
         }
     )
     if settings.REDIS_URL:
