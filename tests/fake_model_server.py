@@ -113,6 +113,18 @@ class RecordedRequest:
     def api(self) -> Api:
         return "openai" if self.path.endswith("/chat/completions") else "anthropic"
 
+    @property
+    def images(self) -> list[JsonObject]:
+        """The images of its messages as sent: Anthropic ``image`` blocks, OpenAI ``image_url`` parts."""
+        image_type = "image_url" if self.api == "openai" else "image"
+        return [
+            part
+            for message in self.body.get("messages", [])
+            if isinstance(message.get("content"), list)
+            for part in message["content"]
+            if part.get("type") == image_type
+        ]
+
 
 def anthropic_token_count(body: JsonObject) -> int:
     """The fake's deterministic token count of a Messages (or count_tokens) request body.

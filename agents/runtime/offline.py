@@ -4,7 +4,8 @@ It follows a few fixed rules instead of thinking: a request of several parts (tw
 listed tasks, or "plan/research … and …") goes to ``create_plan`` when it is offered,
 arithmetic goes to the ``calculator`` tool, questions about the time go to ``current_time``,
 "delegate: <task>" goes to ``spawn_subagent`` when the agent has it, tool results (and a
-plan's step results) are turned into an answer, and anything else is echoed back with a hint
+plan's step results) are turned into an answer, an image is described by what is known of it
+without seeing it (name, type, dimensions, size), and anything else is echoed back with a hint
 to configure a real provider.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from agents.runtime.plan_tool import CREATE_PLAN
+from agents.runtime.tokens import estimate_all_image_tokens
 from agents.runtime.types import (
     ChatMessage,
     ContentBlock,
@@ -76,7 +78,7 @@ class OfflineModelClient:
 
     def stream(self, request: ModelRequest, *, should_stop: Callable[[], bool]) -> Iterator[ModelStreamEvent]:
         reply = plan_reply(request)
-        input_tokens = estimate_tokens(_request_text(request))
+        input_tokens = estimate_tokens(_request_text(request)) + estimate_all_image_tokens(request.messages)
         streamed = ""
         for chunk in re.findall(r"\S+\s*|\s+", reply.text):
             if self.delay_seconds:
@@ -110,6 +112,9 @@ def plan_reply(request: ModelRequest) -> OfflineReply:
     results = [block for block in last.content if block.get("type") == "tool_result"]
     if results:
         return OfflineReply(text=_answer_from_results(results, request.messages))
+    images = [block for block in last.content if block.get("type") == "image"]
+    if images:
+        return OfflineReply(text=_describe_images(images))
     offered = {spec.name for spec in request.tools}
     if CREATE_PLAN in offered and (reason := reason_to_plan(text)) is not None:
         call = _tool_call(request, CREATE_PLAN, {"reason": reason})
@@ -238,6 +243,23 @@ def _identity() -> str:
     )
 
 
+def _describe_images(images: list[ContentBlock]) -> str:
+    """What can be said of images without seeing them: the facts their blocks carry."""
+    received = "an image" if len(images) == 1 else f"{len(images)} images"
+    facts = "; ".join(_image_facts(image) for image in images)
+    shows = "it shows" if len(images) == 1 else "they show"
+    return (
+        f"I received {received} ({facts}). I am the offline demo model and cannot see what {shows}. "
+        f"{PROVIDER_HINT}"
+    )
+
+
+def _image_facts(image: ContentBlock) -> str:
+    width, height = image.get("width"), image.get("height")
+    dimensions = f"{width}\u00d7{height} pixels, " if width and height else ""
+    return f"{image['name']}, {image['media_type']}, {dimensions}{image['size']:,} bytes"
+
+
 def _echo(text: str) -> str:
     said = " ".join(text.split())
     if len(said) > MAX_ECHO_CHARACTERS:
@@ -247,5 +269,12 @@ def _echo(text: str) -> str:
 
 
 def _request_text(request: ModelRequest) -> str:
-    messages = [{"role": message.role, "content": message.content} for message in request.messages]
+    """The request as counted as text: images count by their fixed estimate, not their base64 data."""
+    messages = [
+        {
+            "role": message.role,
+            "content": [block for block in message.content if block.get("type") != "image"],
+        }
+        for message in request.messages
+    ]
     return request.system + json.dumps(messages, sort_keys=True, ensure_ascii=False)

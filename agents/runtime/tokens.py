@@ -2,7 +2,8 @@
 
 Providers with a counting endpoint (Anthropic) count exactly through ``TokenCounter``; the others,
 and a counter that fails, get a deterministic estimate: about four characters per token of the
-request serialized as JSON (system prompt, messages and tool definitions).
+request serialized as JSON (system prompt, messages and tool definitions). An image counts a fixed
+estimate from its dimensions (``estimate_image_tokens``), never its base64 data as text.
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ import logging
 import math
 from typing import Any
 
-from agents.runtime.types import ChatMessage, ModelClient, ModelError, ModelRequest, TokenCounter
+from agents.runtime.types import (
+    ChatMessage,
+    ContentBlock,
+    ModelClient,
+    ModelError,
+    ModelRequest,
+    TokenCounter,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +40,10 @@ CONTEXT_WINDOWS: tuple[tuple[str, int], ...] = (
 DEFAULT_CONTEXT_WINDOW = 128_000
 # Below this share of the budget the estimate decides alone: no counting request is sent.
 PRECISE_COUNT_FROM_SHARE = 0.5
+# Anthropic's rule for an image: width x height / 750 tokens; larger images are scaled down to
+# about this many, which is also the estimate of an image whose dimensions are unknown.
+PIXELS_PER_IMAGE_TOKEN = 750
+MAX_IMAGE_TOKENS = 1600
 
 
 def context_window_for(model_name: str, *, override: int | None = None) -> int:
@@ -53,16 +65,38 @@ def _serialized(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+def estimate_image_tokens(block: ContentBlock) -> int:
+    """Anthropic's count for an image of known dimensions; the most an image costs when they are unknown."""
+    width, height = block.get("width"), block.get("height")
+    if not width or not height:
+        return MAX_IMAGE_TOKENS
+    return min(MAX_IMAGE_TOKENS, math.ceil(width * height / PIXELS_PER_IMAGE_TOKEN))
+
+
 def _message_payload(message: ChatMessage) -> dict[str, Any]:
-    return {"role": message.role, "content": message.content}
+    """The message as counted as text: images are left out, they count by ``estimate_image_tokens``."""
+    return {
+        "role": message.role,
+        "content": [block for block in message.content if block.get("type") != "image"],
+    }
+
+
+def estimate_all_image_tokens(messages: list[ChatMessage]) -> int:
+    return sum(
+        estimate_image_tokens(block)
+        for message in messages
+        for block in message.content
+        if block.get("type") == "image"
+    )
 
 
 def estimate_message_tokens(message: ChatMessage) -> int:
-    return estimate_text_tokens(_serialized(_message_payload(message)))
+    return estimate_text_tokens(_serialized(_message_payload(message))) + estimate_all_image_tokens([message])
 
 
 def estimate_request_tokens(request: ModelRequest) -> int:
-    """The estimate: characters of the serialized system prompt, messages and tools, divided by four."""
+    """The estimate: characters of the serialized system prompt, messages and tools, divided by four,
+    plus each image's fixed estimate."""
     payload = {
         "system": request.system,
         "messages": [_message_payload(message) for message in request.messages],
@@ -71,7 +105,7 @@ def estimate_request_tokens(request: ModelRequest) -> int:
             for spec in request.tools
         ],
     }
-    return estimate_text_tokens(_serialized(payload))
+    return estimate_text_tokens(_serialized(payload)) + estimate_all_image_tokens(request.messages)
 
 
 def count_request_tokens(

@@ -6,10 +6,15 @@ Content blocks are plain dicts so they can be stored as JSON unchanged:
 * ``{"type": "reasoning", "text": str, "signature": str | None}``
 * ``{"type": "tool_call", "id": str, "name": str, "arguments": dict}``
 * ``{"type": "tool_result", "tool_call_id": str, "content": str, "is_error": bool}``
+* ``{"type": "image", "media_type": ImageMediaType, "data": str, "name": str, "width": int | None,
+  "height": int | None, "size": int}``: ``data`` is the image's bytes in base64, ``size`` their length.
+  Only user messages carry images; ``data`` goes to the model alone, transcripts and summaries show
+  ``image_label`` and token estimates a fixed count.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -18,6 +23,30 @@ from typing import Any, Literal, Protocol, runtime_checkable
 ContentBlock = dict[str, Any]
 ChatRole = Literal["user", "assistant"]
 ModelStopReason = Literal["end_turn", "tool_use", "max_tokens"]
+# The image formats both Anthropic and OpenAI vision models accept.
+ImageMediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+
+def image_block(
+    *, data: bytes, media_type: ImageMediaType, name: str, width: int | None = None, height: int | None = None
+) -> ContentBlock:
+    """An image content block from the image's bytes, encoded once here for every provider."""
+    return {
+        "type": "image",
+        "media_type": media_type,
+        "data": base64.b64encode(data).decode("ascii"),
+        "name": name,
+        "width": width,
+        "height": height,
+        "size": len(data),
+    }
+
+
+def image_label(block: ContentBlock) -> str:
+    """An image block as text, without its data: ``[image: photo.png, 640x480, image/png]``."""
+    width, height = block.get("width"), block.get("height")
+    dimensions = f", {width}x{height}" if width and height else ""
+    return f"[image: {block['name']}{dimensions}, {block['media_type']}]"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import accumulate
 
-from agents.runtime.types import ChatMessage, ContentBlock
+from agents.runtime.types import ChatMessage, ContentBlock, image_label
 
 SUMMARY_HEADER = "[Summary of the earlier conversation]"
 DROPPED_NOTE = (
@@ -83,7 +83,8 @@ def is_note_only(messages: list[ChatMessage]) -> bool:
 
 
 def render_transcript(messages: list[ChatMessage], *, max_characters: int) -> str:
-    """The messages as plain text for the summarizer; long tool payloads and the middle are elided."""
+    """The messages as plain text for the summarizer; long tool payloads and the middle are elided,
+    images appear as their label (``image_label``)."""
     calls = {
         block["id"]: block["name"]
         for message in messages
@@ -109,6 +110,9 @@ def _rendered_lines(message: ChatMessage, calls: dict[str, str]) -> Iterable[str
             name = calls.get(block["tool_call_id"], "a tool")
             outcome = "failed" if block.get("is_error") else "returned"
             yield f"The tool {name} {outcome}: {_elided(str(block['content']), RENDERED_BLOCK_CHARACTERS)}"
+        elif block_type == "image":
+            # The summarizer reads text: an image's data would only spend its budget.
+            yield f"{speaker}: {image_label(block)}"
 
 
 def _elided(text: str, max_characters: int) -> str:

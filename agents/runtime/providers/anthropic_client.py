@@ -197,6 +197,9 @@ def _content_block_param(block: ContentBlock) -> sdk.ContentBlockParam | None:
             content=block["content"],
             is_error=bool(block.get("is_error", False)),
         )
+    if block_type == "image":
+        source = sdk.Base64ImageSourceParam(type="base64", media_type=block["media_type"], data=block["data"])
+        return sdk.ImageBlockParam(type="image", source=source)
     raise ValueError(f"unknown content block type: {block_type!r}")
 
 

@@ -162,10 +162,23 @@ def _user_messages(message: ChatMessage) -> list[sdk.ChatCompletionMessageParam]
                     role="tool", tool_call_id=block["tool_call_id"], content=content
                 )
             )
-    text = _joined_text(message)
-    if text:
+    if any(block["type"] == "image" for block in message.content):
+        messages.append(sdk.ChatCompletionUserMessageParam(role="user", content=_content_parts(message)))
+    elif text := _joined_text(message):
         messages.append(sdk.ChatCompletionUserMessageParam(role="user", content=text))
     return messages
+
+
+def _content_parts(message: ChatMessage) -> list[sdk.ChatCompletionContentPartParam]:
+    """Text and images in their order: images need the list-of-parts form of a user message."""
+    parts: list[sdk.ChatCompletionContentPartParam] = []
+    for block in message.content:
+        if block["type"] == "text" and block["text"]:
+            parts.append(sdk.ChatCompletionContentPartTextParam(type="text", text=block["text"]))
+        elif block["type"] == "image":
+            url = f"data:{block['media_type']};base64,{block['data']}"
+            parts.append(sdk.ChatCompletionContentPartImageParam(type="image_url", image_url={"url": url}))
+    return parts
 
 
 def _assistant_message(message: ChatMessage) -> sdk.ChatCompletionAssistantMessageParam:
