@@ -349,6 +349,9 @@ MEMORY_VECTOR_SCAN_LIMIT = env_int("MEMORY_VECTOR_SCAN_LIMIT", 1000)
 MEMORY_EXTRACTION_IDLE_SECONDS = env_int("MEMORY_EXTRACTION_IDLE_SECONDS", 1800)
 MEMORY_EXTRACTION_BATCH_SIZE = env_int("MEMORY_EXTRACTION_BATCH_SIZE", 50)
 
+# --- Knowledge search (embeddings: the MEMORY_EMBEDDINGS_* backend, one for the platform) -------
+KNOWLEDGE_VECTOR_SCAN_LIMIT = env_int("KNOWLEDGE_VECTOR_SCAN_LIMIT", 20_000)
+
 # --- Context compaction ----------------------------------------------------------------------
 # Compact when a request passes this share of the model's context window.
 CONTEXT_COMPACTION_THRESHOLD = env_float("CONTEXT_COMPACTION_THRESHOLD", 0.85)

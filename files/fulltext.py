@@ -1,0 +1,220 @@
+"""Full-text search over chunks, one implementation per database.
+
+The same structure as ``memory.fulltext``: PostgreSQL has a generated ``tsvector`` column
+(english configuration) with a GIN index; SQLite an FTS5 table (porter stemmer) whose rowid
+is the chunk's id, kept in sync by triggers, so every write path (ingestion, admin, bulk
+inserts, raw SQL) keeps the index current. Query words come from ``memory.fulltext.query_terms``
+(plain words, stop words dropped), so no user text ever reaches the query syntax.
+
+Candidates are the chunks holding any of the query's rarer words (as for memories, a word in
+thousands of chunks says little about which one is meant, and ranking every chunk holding it
+would make latency grow with the corpus), ranked by BM25: FTS5's ``bm25()`` on SQLite; on
+PostgreSQL, whose ``ts_rank`` knows no document frequencies, BM25 with one occurrence per term
+and the idf from the scope's own counts.
+"""
+
+from typing import Any
+
+from django.db import connection
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+from memory.fulltext import inverse_document_frequency
+
+# A word held by this many of the scope's chunks is common: it only selects candidates when
+# the query has no rarer word.
+COMMON_TERM_DOCUMENTS = 500
+# The most matches one query ranks (reached only when every word of the query is common).
+MAX_RANKED_MATCHES = 3000
+
+SQLITE_INSTALL = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS files_chunk_fts USING fts5("
+    "content, tokenize = 'porter unicode61 remove_diacritics 2')",
+    """CREATE TRIGGER IF NOT EXISTS files_chunk_fts_insert AFTER INSERT ON files_chunk BEGIN
+        INSERT INTO files_chunk_fts(rowid, content) VALUES (new.id, new.text);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS files_chunk_fts_delete AFTER DELETE ON files_chunk BEGIN
+        DELETE FROM files_chunk_fts WHERE rowid = old.id;
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS files_chunk_fts_update AFTER UPDATE OF text, id ON files_chunk
+    WHEN old.text IS NOT new.text OR old.id IS NOT new.id BEGIN
+        DELETE FROM files_chunk_fts WHERE rowid = old.id;
+        INSERT INTO files_chunk_fts(rowid, content) VALUES (new.id, new.text);
+    END""",
+]
+SQLITE_REBUILD = [
+    "DELETE FROM files_chunk_fts",
+    "INSERT INTO files_chunk_fts(rowid, content) SELECT id, text FROM files_chunk",
+]
+SQLITE_UNINSTALL = [
+    "DROP TRIGGER IF EXISTS files_chunk_fts_insert",
+    "DROP TRIGGER IF EXISTS files_chunk_fts_delete",
+    "DROP TRIGGER IF EXISTS files_chunk_fts_update",
+    "DROP TABLE IF EXISTS files_chunk_fts",
+]
+SQLITE_TRIGGERS = ("files_chunk_fts_insert", "files_chunk_fts_delete", "files_chunk_fts_update")
+
+# A generated column depends on ``text``: a later migration that changes that column's type
+# must drop this column first and call ``install_full_text`` again.
+POSTGRES_INSTALL = [
+    "ALTER TABLE files_chunk ADD COLUMN IF NOT EXISTS search_vector tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED",
+    # Without fastupdate, every search would also scan the index's pending list of recent
+    # inserts (up to 4 MB until a vacuum): chunks are written once and searched often.
+    "CREATE INDEX IF NOT EXISTS files_chunk_search_vector ON files_chunk USING GIN (search_vector) "
+    "WITH (fastupdate = off)",
+]
+POSTGRES_UNINSTALL = [
+    "DROP INDEX IF EXISTS files_chunk_search_vector",
+    "ALTER TABLE files_chunk DROP COLUMN IF EXISTS search_vector",
+]
+
+
+def install_full_text(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    """Create the index and what keeps it in sync, then fill it (idempotent).
+
+    On SQLite, a migration that rebuilds ``files_chunk`` (most field changes do) drops its
+    triggers: such a migration must call this again.
+    """
+    vendor = schema_editor.connection.vendor
+    statements = {"sqlite": SQLITE_INSTALL + SQLITE_REBUILD, "postgresql": POSTGRES_INSTALL}.get(vendor)
+    if statements is None:
+        raise NotImplementedError(f"knowledge full-text search supports SQLite and PostgreSQL, not {vendor}")
+    for statement in statements:
+        schema_editor.execute(statement)
+
+
+def uninstall_full_text(schema_editor: BaseDatabaseSchemaEditor) -> None:
+    vendor = schema_editor.connection.vendor
+    for statement in {"sqlite": SQLITE_UNINSTALL, "postgresql": POSTGRES_UNINSTALL}.get(vendor, []):
+        schema_editor.execute(statement)
+
+
+def is_full_text_in_sync() -> bool:
+    """False when SQLite's triggers are missing (a table rebuild dropped them)."""
+    if connection.vendor != "sqlite":
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files_chunk'")
+        names = {row[0] for row in cursor.fetchall()}
+    return names.issuperset(SQLITE_TRIGGERS)
+
+
+def text_candidates(
+    *, tenant_id_parameter: Any, file_ids_sql: tuple[str, list[Any]], terms: list[str], limit: int
+) -> list[tuple[int, float]]:
+    """(chunk id, relevance > 0) of the best ``limit`` matches, best first, ties by chunk id.
+
+    ``file_ids_sql`` is a subquery (SQL, parameters) selecting the files searched; chunks are
+    also filtered by tenant, so the subquery alone never decides what another tenant sees.
+    """
+    if not terms or limit <= 0:
+        return []
+    scope = _ChunkScope(tenant_id_parameter, file_ids_sql)
+    counts = _term_document_counts(scope, terms)
+    present = [term for term in terms if counts[term] > 0]
+    rare = [term for term in present if counts[term] < COMMON_TERM_DOCUMENTS]
+    if rare:
+        return _ranked_matches(scope, rare, present, counts, limit=limit)
+    hits: list[tuple[int, float]] = []
+    if len(present) > 1:
+        hits = _ranked_matches(scope, present, present, counts, limit=limit, require_all=True)
+    if len(hits) < limit and present:
+        seen = {chunk_id for chunk_id, _ in hits}
+        more = _ranked_matches(scope, present, present, counts, limit=limit)
+        hits += [hit for hit in more if hit[0] not in seen][: limit - len(hits)]
+    return hits
+
+
+class _ChunkScope:
+    """The WHERE clause (over ``c``, the chunk) that every full-text query shares."""
+
+    def __init__(self, tenant_id_parameter: Any, file_ids_sql: tuple[str, list[Any]]) -> None:
+        subquery, subquery_parameters = file_ids_sql
+        self.sql = f"c.tenant_id = %s AND c.file_id IN ({subquery})"
+        self.parameters = [tenant_id_parameter, *subquery_parameters]
+
+
+def _term_query(term: str) -> str:
+    return f'"{term}"' if connection.vendor == "sqlite" else term
+
+
+def _term_document_counts(scope: _ChunkScope, terms: list[str]) -> dict[str, int]:
+    """How many of the scope's chunks hold each term, counted up to ``COMMON_TERM_DOCUMENTS``.
+
+    Capped counts cost little even for words in most chunks; one round trip for all terms.
+    """
+    if connection.vendor == "sqlite":
+        count = (
+            "(SELECT count(*) FROM (SELECT 1 FROM files_chunk_fts JOIN files_chunk AS c "  # noqa: S608
+            f"ON c.id = files_chunk_fts.rowid WHERE files_chunk_fts MATCH %s AND {scope.sql} LIMIT %s))"
+        )
+    else:
+        count = (
+            "(SELECT count(*) FROM (SELECT 1 FROM files_chunk AS c "  # noqa: S608
+            f"WHERE c.search_vector @@ to_tsquery('english'::regconfig, %s) AND {scope.sql} LIMIT %s) AS t)"
+        )
+    parameters: list[Any] = []
+    for term in terms:
+        parameters.extend([_term_query(term), *scope.parameters, COMMON_TERM_DOCUMENTS])
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join([count] * len(terms))}", parameters)
+        row = cursor.fetchone()
+    return dict(zip(terms, (int(value) for value in row), strict=True))
+
+
+def _ranked_matches(
+    scope: _ChunkScope,
+    selecting: list[str],
+    scoring: list[str],
+    counts: dict[str, int],
+    *,
+    limit: int,
+    require_all: bool = False,
+) -> list[tuple[int, float]]:
+    """Chunks holding any (or all) of the ``selecting`` terms, ranked by all ``scoring`` terms."""
+    if connection.vendor == "sqlite":
+        inner, parameters = _sqlite_ranked(scope, selecting, scoring, require_all=require_all)
+    else:
+        inner, parameters = _postgres_ranked(scope, selecting, scoring, counts, require_all=require_all)
+    sql = f"SELECT id, relevance FROM ({inner}) AS matches ORDER BY relevance DESC, id LIMIT %s"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*parameters, limit])
+        rows = cursor.fetchall()
+    return [(int(chunk_id), float(relevance)) for chunk_id, relevance in rows if relevance > 0]
+
+
+def _sqlite_ranked(
+    scope: _ChunkScope, selecting: list[str], scoring: list[str], *, require_all: bool
+) -> tuple[str, list[Any]]:
+    # bm25 (FTS5's own statistics) sums over every phrase of the expression, so the common
+    # terms score through the second, always-true group without selecting anything.
+    match = (" AND " if require_all else " OR ").join(_term_query(term) for term in selecting)
+    extra = [term for term in scoring if term not in selecting]
+    if extra:
+        match = f"({match}) AND ({' OR '.join(_term_query(term) for term in selecting + extra)})"
+    inner = (
+        "SELECT c.id AS id, -bm25(files_chunk_fts) AS relevance "  # noqa: S608
+        "FROM files_chunk_fts JOIN files_chunk AS c ON c.id = files_chunk_fts.rowid "
+        f"WHERE files_chunk_fts MATCH %s AND {scope.sql} LIMIT %s"
+    )
+    return inner, [match, *scope.parameters, MAX_RANKED_MATCHES]
+
+
+def _postgres_ranked(
+    scope: _ChunkScope, selecting: list[str], scoring: list[str], counts: dict[str, int], *, require_all: bool
+) -> tuple[str, list[Any]]:
+    weights = " + ".join(
+        ["CASE WHEN c.search_vector @@ to_tsquery('english'::regconfig, %s) THEN %s ELSE 0 END"]
+        * len(scoring)
+    )
+    # BM25's length normalization (k1 = 1.2, b = 0.75) against a typical chunk of 100 lexemes.
+    length_norm = "2.2 / (1 + 1.2 * (0.25 + 0.75 * length(c.search_vector) / 100.0))"
+    inner = (
+        f"SELECT c.id AS id, ({weights}) * {length_norm} AS relevance FROM files_chunk AS c "  # noqa: S608
+        f"WHERE c.search_vector @@ to_tsquery('english'::regconfig, %s) AND {scope.sql} LIMIT %s"
+    )
+    parameters: list[Any] = [
+        value for term in scoring for value in (term, inverse_document_frequency(counts[term]))
+    ]
+    parameters += [(" & " if require_all else " | ").join(selecting), *scope.parameters, MAX_RANKED_MATCHES]
+    return inner, parameters
