@@ -9,6 +9,7 @@ from billing.api import BudgetViewSet, CreditViewSet, LedgerEntryViewSet
 from billing.usage_api import UsageReportView
 from core.api.workers import WorkerStatusView
 from core.health import healthz, readyz
+from files.api import FileViewSet, KnowledgeBaseViewSet
 from mcp_servers.api import McpServerViewSet
 from memory.api import AgentMemoryViewSet, MemoryViewSet, SessionMemoryExtractionViewSet
 from sessions.api import RunViewSet, SessionViewSet
@@ -28,6 +29,8 @@ router.register("provider-keys", ProviderKeyViewSet, basename="provider-key")
 router.register("credits/ledger", LedgerEntryViewSet, basename="ledger-entry")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("audit", AuditEntryViewSet, basename="audit-entry")
+router.register("files", FileViewSet, basename="file")
+router.register("knowledge-bases", KnowledgeBaseViewSet, basename="knowledge-base")
 
 api_v1: list[URLPattern | URLResolver] = [
     # The events endpoints answer JSON, or a live stream for Accept: text/event-stream.

@@ -64,9 +64,14 @@ class StoredFile(models.Model):
     page_count = models.PositiveIntegerField(null=True, blank=True)
     character_count = models.PositiveIntegerField(default=0)
     chunk_count = models.PositiveIntegerField(default=0)
+    # The extracted text with its page or heading marks, as an attachment puts it into a
+    # model's context (search reads the chunks). Large: lists defer it.
+    text = models.TextField(blank=True)
     width = models.PositiveIntegerField(null=True, blank=True)
     height = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when a worker takes the file; one that stays ``processing`` long after is requeued.
+    processing_started_at = models.DateTimeField(null=True, blank=True)
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

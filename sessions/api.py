@@ -18,6 +18,7 @@ from core.api.errors import error_body
 from core.api.filters import StrictFilterSet
 from core.api.schema import ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
+from files.citations import citations_by_run, citing_run_ids
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
     events_for_run,
@@ -169,8 +170,9 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @action(detail=True, methods=["get", "post"])
     def messages(self, request: Request, pk: str | None = None) -> Response:
         if request.method == "GET":
-            page = self.paginate_queryset(message_list_for_session(session=self.get_object()))
-            return self.get_paginated_response(MessageSerializer(page, many=True).data)
+            page = self.paginate_queryset(message_list_for_session(session=self.get_object())) or []
+            context = {"citations": citations_by_run(citing_run_ids(page))}
+            return self.get_paginated_response(MessageSerializer(page, many=True, context=context).data)
         session = session_get_for_posting(actor=self.actor, session_id=pk or "")
         self.check_object_permissions(request, session)
         serializer = MessageCreateSerializer(data=request.data)
@@ -182,6 +184,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
                 content=serializer.validated_data["content"],
                 multitask=serializer.validated_data["multitask"],
                 idempotency_key=idempotency_key(request),
+                attachments=serializer.validated_data["attachments"],
             )
         except LaneBusy as busy:
             body = error_body(

@@ -36,6 +36,7 @@ from agents.runtime.types import (
     Usage,
 )
 from billing.meter import metered, payer_for_session
+from files.context import with_attachments_resolved
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
@@ -98,6 +99,7 @@ def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
         for message in messages.only("role", "content")
         if message.role != MessageRole.SYSTEM
     ]
+    transcript = with_attachments_resolved(transcript, session_id=session_id)
     if snapshot is None:
         return transcript
     return with_note(compaction_note(snapshot.summary), transcript)
@@ -143,12 +145,14 @@ def compaction_policy_for(run: Run, toolset: RunToolset | None = None) -> Compac
 # --- Snapshots ----------------------------------------------------------------------------------------
 
 
-def _replaced_up_to(*, session_id: UUID, kept_tail: list[ChatMessage]) -> int | None:
+def _replaced_up_to(*, session: Session, kept_tail: list[ChatMessage]) -> int | None:
     """The last stored position the summary replaces: the one before the stored kept messages.
 
     None when the kept messages do not match the stored ones (the context was not built from the
-    store): the snapshot is then kept as a record but does not change later contexts.
+    store): the snapshot is then kept as a record but does not change later contexts. Stored
+    attachments are compared as the context had them: resolved (``files.context``).
     """
+    session_id = session.pk
     snapshot = latest_compaction(session_id=session_id)
     stored = context_messages(
         session_id=session_id, after_position=snapshot.replaces_up_to_position if snapshot else None
@@ -157,7 +161,8 @@ def _replaced_up_to(*, session_id: UUID, kept_tail: list[ChatMessage]) -> int | 
         last = stored.last()
         return last.position if last is not None else None
     newest = list(stored.order_by("-position")[: len(kept_tail)])[::-1]
-    if [chat_message_for(message) for message in newest] != kept_tail:
+    as_stored = [chat_message_for(message) for message in newest]
+    if with_attachments_resolved(as_stored, session_id=session_id) != kept_tail:
         logger.warning("session %s: compacted context does not match the stored messages", session_id)
         return None
     first_position = newest[0].position
@@ -174,7 +179,7 @@ def compaction_snapshot_create(
         reason=record.reason,
         summary=record.summary,
         is_fallback=record.is_fallback,
-        replaces_up_to_position=_replaced_up_to(session_id=session.pk, kept_tail=record.kept_tail),
+        replaces_up_to_position=_replaced_up_to(session=session, kept_tail=record.kept_tail),
         tokens_before=record.tokens_before,
         tokens_after=record.tokens_after,
         messages_before=record.messages_before,

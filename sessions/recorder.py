@@ -20,6 +20,7 @@ from agents.runtime.types import (
 from billing.pricing import Price, cost_micros
 from core.connections import release_connection
 from core.redaction import redact_tool_arguments
+from files.citations import with_citations
 from sessions.compaction import compaction_snapshot_create
 from sessions.events import emit_event, events_batched
 from sessions.models import Message, MessageRole, Run, Step, StepStatus
@@ -81,6 +82,8 @@ class DjangoRunRecorder:
         release_connection()
 
     def emit(self, event_type: str, data: dict[str, Any]) -> None:
+        if event_type == "message.completed":
+            data = with_citations(data, run_id=self.run.pk)
         with self.batch():
             emit_event(session_id=self.run.session_id, run_id=self.run.pk, event_type=event_type, data=data)
 

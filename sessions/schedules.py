@@ -11,6 +11,7 @@ SCHEDULES = [
     ("agentry.check_mcp_servers", "mcp_servers.health.check_enabled_servers", 5),
     ("agentry.extract_idle_memories", "memory.tasks.extract_idle_sessions", 5),
     ("agentry.prune_audit_entries", "audit.retention.prune_audit_entries", 60),
+    ("agentry.requeue_stale_files", "files.tasks.requeue_stale_files", 5),
 ]
 
 

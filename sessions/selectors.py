@@ -5,6 +5,7 @@ from django.db.models import F, IntegerField, OuterRef, Prefetch, QuerySet, Subq
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
+from files.selectors import with_searchable_files
 from sessions.models import Message, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
@@ -82,9 +83,11 @@ def lane_state_for(session_id: UUID) -> LaneState:
 
 
 def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
-    """The session a message is posted to, with its agent and the agent's tool policy; 404 for a
-    missing session and another tenant's alike."""
-    sessions = Session.objects.filter(tenant=actor.tenant).select_related("agent", "agent__tool_policy")
+    """The session a message is posted to, with its agent, the agent's tool policy and whether
+    it has files to search; 404 for a missing session and another tenant's alike."""
+    sessions = with_searchable_files(
+        Session.objects.filter(tenant=actor.tenant).select_related("agent", "agent__tool_policy")
+    )
     try:
         return sessions.get(pk=_uuid_or_404(session_id))
     except Session.DoesNotExist as error:

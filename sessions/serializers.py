@@ -5,8 +5,22 @@ from rest_framework import serializers
 
 from billing.costs import calls_cost, run_cost, run_tree_cost, step_cost
 from core.api.serializers import FieldsBuiltOnce, StrictSerializer, not_blank
+from files.citations import citations_for_text, cited_in
 from sessions.events import event_envelope
-from sessions.models import Message, Run, RunEvent, RunRoute, Session, Step, StopReason, ToolApproval
+from sessions.models import (
+    Message,
+    MessageRole,
+    Run,
+    RunEvent,
+    RunRoute,
+    Session,
+    Step,
+    StopReason,
+    ToolApproval,
+)
+
+# The most files one message carries.
+MAX_ATTACHMENTS = 10
 
 
 def _lane(session: Session) -> list[Run]:
@@ -85,10 +99,22 @@ class SessionCreateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
+class CitationSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    file_id = serializers.UUIDField()
+    document = serializers.CharField()
+    page = serializers.IntegerField(allow_null=True)
+    heading = serializers.CharField()
+    passage = serializers.CharField()
+
+
 class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     run = serializers.UUIDField(source="run_id", read_only=True, allow_null=True)
     text = serializers.CharField(read_only=True)
     is_queued = serializers.SerializerMethodField()
+    citations = serializers.SerializerMethodField(
+        help_text="The passages the answer cites by number ([1], [2]…), from file_search."
+    )
 
     class Meta:
         model = Message
@@ -97,6 +123,7 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "role",
             "content",
             "text",
+            "citations",
             "position",
             "is_queued",
             "run",
@@ -109,6 +136,15 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     def get_is_queued(self, message: Message) -> bool:
         return message.position is None
 
+    @extend_schema_field(CitationSerializer(many=True))
+    def get_citations(self, message: Message) -> list[dict[str, Any]]:
+        """From ``context["citations"]`` (``citations_by_run``), else read for this one message."""
+        if message.role != MessageRole.ASSISTANT or message.run_id is None:
+            return []
+        if "citations" in self.context:
+            return cited_in(message.text, self.context["citations"].get(message.run_id, []))
+        return citations_for_text(run_id=message.run_id, text=message.text)
+
 
 class MessageCreateSerializer(StrictSerializer):
     content = serializers.CharField(
@@ -116,6 +152,13 @@ class MessageCreateSerializer(StrictSerializer):
         trim_whitespace=False,
         error_messages={"blank": "Message cannot be empty."},
         validators=[not_blank("Message cannot be empty.")],
+    )
+    attachments = serializers.ListField(
+        child=serializers.UUIDField(),
+        max_length=MAX_ATTACHMENTS,
+        required=False,
+        default=list,
+        help_text="Files uploaded to this session (POST /api/v1/files/) that the message carries.",
     )
     multitask = serializers.ChoiceField(
         choices=["enqueue", "reject", "interrupt"],

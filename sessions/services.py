@@ -1,6 +1,7 @@
 """Writes to sessions and runs, shared by the API, the pages and the websocket."""
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
@@ -11,6 +12,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from files.selectors import session_has_searchable_files
+from files.services import attachment_block, attachments_for_message
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
 from sessions.events import emit_event
 from sessions.execution import run_finish
@@ -66,8 +69,12 @@ def session_delete(*, actor: Actor, session: Session) -> None:
     session.delete()
 
 
-def agent_config_snapshot(agent: Agent, *, actor: Actor) -> dict[str, Any]:
-    """The agent as this run will use it, with the tool policy and the poster's role."""
+def agent_config_snapshot(agent: Agent, *, actor: Actor, searchable_files: bool) -> dict[str, Any]:
+    """The agent as this run will use it, with the tool policy and the poster's role.
+
+    ``searchable_files``: the agent has a knowledge base or the session has attachments, so
+    the run is offered ``file_search``.
+    """
     return {
         "agent_id": str(agent.pk),
         "name": agent.name,
@@ -83,6 +90,7 @@ def agent_config_snapshot(agent: Agent, *, actor: Actor) -> dict[str, Any]:
         "planning_mode": agent.planning_mode,
         "tool_policy": policy_snapshot(agent),
         "actor_role": actor.role,
+        "searchable_files": searchable_files,
     }
 
 
@@ -131,8 +139,11 @@ def session_post_message(
     content: str,
     multitask: MultitaskMode = "enqueue",
     idempotency_key: str | None = None,
+    attachments: Sequence[uuid.UUID] = (),
 ) -> tuple[Message, Run]:
     """Store the user's message and a queued run in one transaction; dispatch on commit.
+
+    ``attachments``: files uploaded to this session, carried by the message as references.
 
     The run waits in the session's lane behind any active or earlier queued run. A repeat
     with the same ``idempotency_key`` within the window returns the first message and run.
@@ -141,6 +152,7 @@ def session_post_message(
     if idempotency_key and (repeat := _idempotent_repeat(actor=actor, session=session, key=idempotency_key)):
         return repeat
     _validate_message_content(content)
+    attached = attachments_for_message(session=session, file_ids=attachments)
     if not session.agent.is_active:
         raise ValidationError({"non_field_errors": ["This session's agent is inactive."]})
     lane = lane_state_for(session.pk)
@@ -149,7 +161,11 @@ def session_post_message(
     check_post_message_quotas(actor=actor)
     require_run_queue()  # all or nothing: an unreachable broker stores nothing (503)
     message, run = _store_message_and_run(
-        actor=actor, session=session, content=content, idempotency_key=idempotency_key, lane=lane
+        actor=actor,
+        session=session,
+        content=[{"type": "text", "text": content}, *map(attachment_block, attached)],
+        idempotency_key=idempotency_key,
+        lane=lane,
     )
     if lane.active_run_id is not None and multitask == "interrupt":
         _interrupt_lane(actor=actor, session=session, new_run=run)
@@ -157,7 +173,12 @@ def session_post_message(
 
 
 def _store_message_and_run(
-    *, actor: Actor, session: Session, content: str, idempotency_key: str | None, lane: LaneState
+    *,
+    actor: Actor,
+    session: Session,
+    content: list[dict[str, Any]],
+    idempotency_key: str | None,
+    lane: LaneState,
 ) -> tuple[Message, Run]:
     """In one transaction, with the idempotency key's record when there is a key."""
     try:
@@ -184,7 +205,7 @@ def _store_message_and_run(
 
 
 def _insert_message_and_queue_run(
-    *, actor: Actor, session: Session, content: str, lane_is_idle: bool
+    *, actor: Actor, session: Session, content: list[dict[str, Any]], lane_is_idle: bool
 ) -> tuple[Message, Run]:
     """The ORM's writes of a post (inside the caller's transaction); the session titled if untitled."""
     # The run's id is known up front, so the message is written once (the foreign keys
@@ -196,20 +217,22 @@ def _insert_message_and_queue_run(
         actor=actor, session=session, user_message=message, run_id=run_id, lane_is_idle=lane_is_idle
     )
     if not session.title:
-        Session.objects.filter(pk=session.pk).update(title=_title_from(content), updated_at=timezone.now())
+        Session.objects.filter(pk=session.pk).update(
+            title=_title_from(message.text), updated_at=timezone.now()
+        )
     else:
         Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
     return message, run
 
 
-def _new_user_message(session: Session, content: str, *, run_id: uuid.UUID) -> Message:
+def _new_user_message(session: Session, content: list[dict[str, Any]], *, run_id: uuid.UUID) -> Message:
     """Queued: it gets its transcript position when its run starts."""
     return Message(
         tenant_id=session.tenant_id,
         session=session,
         position=None,
         role=MessageRole.USER,
-        content=[{"type": "text", "text": content}],
+        content=content,
         run_id=run_id,
     )
 
@@ -253,7 +276,9 @@ def _new_queued_run(
         agent=session.agent,
         user_message=user_message,
         created_by=actor.user,
-        agent_config=agent_config_snapshot(session.agent, actor=actor),
+        agent_config=agent_config_snapshot(
+            session.agent, actor=actor, searchable_files=session_has_searchable_files(session)
+        ),
         status=RunStatus.QUEUED,
         retry_of=retry_of,
     )

@@ -10,10 +10,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+# ``knowledge`` (file_search) is in every profile: it is only offered to runs of an agent with a
+# knowledge base or of a session with attachments, which people chose to give it.
 PROFILE_GROUPS: dict[str, frozenset[str] | None] = {
-    "minimal": frozenset({"time", "math", "memory"}),
-    "messaging": frozenset({"time", "math", "memory", "sessions"}),
-    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web"}),
+    "minimal": frozenset({"time", "math", "memory", "knowledge"}),
+    "messaging": frozenset({"time", "math", "memory", "sessions", "knowledge"}),
+    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web", "knowledge"}),
     "full": None,  # every built-in group
 }
 

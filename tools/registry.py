@@ -96,6 +96,18 @@ def starts_runs(tool: Tool) -> bool:
     return builtin is not None and builtin.starts_runs
 
 
+def searches_files(tool: Tool) -> bool:
+    builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
+    return builtin is not None and builtin.searches_files
+
+
+def is_offered(tool: Tool, agent_config: dict[str, Any], *, is_child_run: bool) -> bool:
+    """Available, and of use to this run: no spawning from a child, no search with nothing to search."""
+    if not is_available(tool) or (is_child_run and starts_runs(tool)):
+        return False
+    return bool(agent_config.get("searchable_files")) or not searches_files(tool)
+
+
 @dataclass
 class RunToolset:
     """The run's candidate tools by name, with the policy's decision for each."""
@@ -150,7 +162,7 @@ def toolset_for_run(run: Run) -> RunToolset:
     tools = {
         tool.name: tool
         for tool in candidates
-        if is_available(tool) and not (is_child_run and starts_runs(tool))
+        if is_offered(tool, run.agent_config, is_child_run=is_child_run)
     }
     decisions = {
         name: decide(tool_facts(tool), rules, is_assigned=str(tool.pk) in assigned, is_owner_run=is_owner_run)

@@ -41,6 +41,8 @@ class BuiltinTool:
     is_available: Callable[[], bool] = field(default=lambda: True)
     # Starts other runs: hidden from child runs, so sub-agents cannot spawn (depth limit).
     starts_runs: bool = False
+    # Searches files: offered only to runs with a knowledge base or attachments to search.
+    searches_files: bool = False
 
 
 BUILTIN_REGISTRY: dict[str, BuiltinTool] = {}
