@@ -405,12 +405,8 @@ USE_TZ = True
 FILES_ROOT = Path(env_str("FILES_ROOT", str(DATA_DIR / "files")))
 FILES_S3_BUCKET = env_str("FILES_S3_BUCKET")
 STORAGES = {
-    "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(DATA_DIR / "media")},
-    },
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    "files": (
+    # Uploaded files (files.models.StoredFile): the only user of the default storage.
+    "default": (
         {
             "BACKEND": "storages.backends.s3.S3Storage",
             "OPTIONS": {
@@ -431,6 +427,7 @@ STORAGES = {
             "OPTIONS": {"location": str(FILES_ROOT), "base_url": None},
         }
     ),
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 # The largest upload, and the most one tenant may store in all.
 FILES_MAX_UPLOAD_BYTES = env_int("FILES_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)

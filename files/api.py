@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from core.api.filters import StrictFilterSet
 from core.api.parsers import JSONParser
+from core.api.schema import ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
 from files.models import FilePurpose, FileStatus, KnowledgeBase, StoredFile
 from files.search import SearchScope, search_passages
@@ -49,6 +50,12 @@ from tenants.models import Role
 # Room for the multipart envelope around the file itself.
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
 UPLOAD_PARSERS = [parsers.MultiPartParser, JSONParser]
+UPLOAD_REFUSALS = {
+    413: OpenApiResponse(ERROR_REFERENCE, description="Over the upload or the team's storage limit."),
+    415: OpenApiResponse(
+        ERROR_REFERENCE, description="Not a kind of file Agentry reads here (told from its bytes)."
+    ),
+}
 
 
 def refuse_oversized_body(request: Request) -> None:
@@ -108,11 +115,7 @@ class FileViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
     @extend_schema(
         summary="Upload a file to a session (multipart)",
         request={"multipart/form-data": FileUploadSerializer},
-        responses={
-            201: StoredFileSerializer,
-            413: OpenApiResponse(description="Over the upload or the team's storage limit."),
-            415: OpenApiResponse(description="Not a kind of file Agentry reads (detected from its bytes)."),
-        },
+        responses={201: StoredFileSerializer, **UPLOAD_REFUSALS},
     )
     def create(self, request: Request) -> Response:
         refuse_oversized_body(request)
@@ -188,7 +191,7 @@ class KnowledgeBaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ten
         summary="Add a document (multipart); it is extracted and indexed in the background",
         methods=["POST"],
         request={"multipart/form-data": DocumentUploadSerializer},
-        responses={201: KnowledgeDocumentSerializer},
+        responses={201: KnowledgeDocumentSerializer, **UPLOAD_REFUSALS},
     )
     @action(detail=True, methods=["get", "post"])
     def documents(self, request: Request, pk: str | None = None) -> Response:
@@ -217,10 +220,11 @@ class KnowledgeBaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ten
         responses=PassageSerializer(many=True),
         filters=False,
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)
     def search(self, request: Request, pk: str | None = None) -> Response:
         knowledge_base = self.get_object()
-        query = SearchQuerySerializer(data=request.query_params.dict())
+        # An empty parameter (``?limit=``) means its default, as in a form left blank.
+        query = SearchQuerySerializer(data={k: v for k, v in request.query_params.items() if v != ""})
         query.is_valid(raise_exception=True)
         scope = SearchScope(tenant_id=self.actor.tenant.pk, knowledge_base_ids=(knowledge_base.pk,))
         passages = search_passages(scope, query.validated_data["q"], limit=query.validated_data["limit"])

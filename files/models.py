@@ -1,7 +1,8 @@
 """Uploaded files, their extracted text as searchable chunks, and knowledge bases.
 
-A file's bytes live in the ``files`` storage (``settings.STORAGES["files"]``) under a
-random name; they are only ever served by views that check the tenant first.
+A file's bytes live in Django's default storage (``settings.STORAGES["default"]``: the data
+folder, or an S3-compatible bucket) under a random name; they are only ever served by views
+that check the tenant first.
 
 The full-text index of chunks is not a model field: a generated ``tsvector`` column with
 a GIN index on PostgreSQL, an FTS5 table kept in sync by triggers on SQLite (migration
@@ -11,17 +12,11 @@ a GIN index on PostgreSQL, an FTS5 table kept in sync by triggers on SQLite (mig
 import uuid
 
 from django.conf import settings
-from django.core.files.storage import Storage, storages
 from django.db import models
 
 from agents.models import Agent
 from sessions.models import Session
 from tenants.models import Tenant
-
-
-def files_storage() -> Storage:
-    """Resolved at use, so tests and operators can point ``STORAGES["files"]`` elsewhere."""
-    return storages["files"]
 
 
 def blob_name(instance: "StoredFile", filename: str) -> str:
@@ -57,7 +52,7 @@ class StoredFile(models.Model):
     content_type = models.CharField(max_length=100)
     size = models.BigIntegerField()
     sha256 = models.CharField(max_length=64)
-    blob = models.FileField(storage=files_storage, upload_to=blob_name, max_length=200)
+    blob = models.FileField(upload_to=blob_name, max_length=200)
     status = models.CharField(max_length=20, choices=FileStatus.choices, default=FileStatus.QUEUED)
     # Why a file failed, in words a person can act on.
     status_reason = models.CharField(max_length=500, blank=True)

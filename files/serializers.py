@@ -80,8 +80,10 @@ class KnowledgeBaseSerializer(StrictModelSerializer):
         return data
 
 
-class SearchQuerySerializer(StrictSerializer):
-    q = serializers.CharField(max_length=1000, help_text="What to look for.")
+class SearchQuerySerializer(serializers.Serializer):
+    """Query parameters (strings, as a URL carries them)."""
+
+    q = serializers.CharField(min_length=1, max_length=1000, help_text="What to look for.")
     limit = serializers.IntegerField(min_value=1, max_value=20, default=5)
 
 

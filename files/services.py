@@ -155,15 +155,12 @@ def _require_session_poster(actor: Actor, session: Session) -> None:
 
 
 def file_delete(*, actor: Actor, stored: StoredFile) -> None:
-    """Its chunks and citations go with it (cascade), its bytes after the commit."""
+    """Its chunks and citations go with it (cascade), its bytes after the commit (files.signals)."""
     if stored.purpose == FilePurpose.KNOWLEDGE:
         _require_role(actor, Role.ADMIN)
     elif stored.uploaded_by_id != actor.user_id and not actor.can(Role.ADMIN):
         raise PermissionDenied("only who uploaded the file or an admin may delete it")
-    with transaction.atomic():
-        blob = stored.blob
-        stored.delete()
-        transaction.on_commit(lambda: blob.delete(save=False))
+    stored.delete()
 
 
 def attachments_for_message(*, session: Session, file_ids: Iterable[UUID]) -> list[StoredFile]:

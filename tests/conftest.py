@@ -28,7 +28,7 @@ def uploads_in_a_temporary_folder(settings: Any, files_root: Path) -> None:
     """Uploaded files land in the test run's temporary folder, never in the data folder."""
     settings.STORAGES = {
         **settings.STORAGES,
-        "files": {
+        "default": {
             "BACKEND": "django.core.files.storage.FileSystemStorage",
             "OPTIONS": {"location": str(files_root), "base_url": None},
         },

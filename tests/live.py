@@ -48,7 +48,7 @@ def child_environment(**overrides: str) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1",
             "DEBUG": "true",
             # The test process's own upload folder (tests/conftest.py), so both see the same files.
-            "FILES_ROOT": settings.STORAGES["files"]["OPTIONS"]["location"],
+            "FILES_ROOT": settings.STORAGES["default"]["OPTIONS"]["location"],
         }
     )
     if settings.REDIS_URL:

@@ -311,6 +311,8 @@ def test_admin_labels_read_well() -> None:
         "billing.LedgerEntry": ("Billing", "ledger entries"),
         "billing.Budget": ("Billing", "budgets"),
         "audit.AuditEntry": ("Audit log", "audit entries"),
+        "files.StoredFile": ("Files and knowledge", "stored files"),
+        "files.KnowledgeBase": ("Files and knowledge", "knowledge bases"),
     }
 
 

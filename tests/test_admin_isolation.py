@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
 from django.db.models import Model
 from django.test import Client
 from django.urls import reverse
@@ -18,6 +19,7 @@ from agents.models import Agent
 from billing.models import Budget, CreditAccount, LedgerEntry
 from billing.services import credits_grant
 from core.admin import TenantScopedAdmin
+from files.models import KnowledgeBase, StoredFile
 from mcp_servers.models import McpServer
 from memory.models import Memory
 from sessions.models import Run, RunEvent, RunStatus, Session, Step
@@ -45,7 +47,16 @@ CHANGEABLE_BY_TENANT_OWNERS = {
     CreditAccount,
     Budget,
 }
-DELETABLE_BY_TENANT_OWNERS = {Agent, Memory, McpServer, ApiKey, ProviderKey, Budget}
+DELETABLE_BY_TENANT_OWNERS = {
+    Agent,
+    Memory,
+    McpServer,
+    ApiKey,
+    ProviderKey,
+    Budget,
+    StoredFile,
+    KnowledgeBase,
+}
 
 
 @dataclass
@@ -104,6 +115,18 @@ def rows_of_every_kind(tenant: Tenant, owner: Any, prefix: str) -> Rows:
     )
     ledger_entry = credits_grant(tenant=tenant, amount_micros=1_000_000, note=f"{prefix} grant")
     budget = Budget.objects.create(tenant=tenant, scope="agent", agent=agent, monthly_limit_micros=5_000_000)
+    stored_file = StoredFile.objects.create(
+        tenant=tenant,
+        purpose="attachment",
+        session=session,
+        name=f"{prefix} notes.txt",
+        content_type="text/plain",
+        size=5,
+        sha256="0" * 64,
+        blob=ContentFile(b"notes", name="notes.txt"),
+        status="ready",
+    )
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"{prefix} knowledge")
     by_model: dict[type[Model], Model] = {
         CreditAccount: CreditAccount.objects.get(tenant=tenant),
         LedgerEntry: ledger_entry,
@@ -121,6 +144,8 @@ def rows_of_every_kind(tenant: Tenant, owner: Any, prefix: str) -> Rows:
         McpServer: server,
         ApiKey: api_key,
         ProviderKey: provider_key,
+        StoredFile: stored_file,
+        KnowledgeBase: knowledge_base,
     }
     markers = [prefix, tenant.name, tenant.slug, owner.email, api_key.prefix]
     markers += [str(row.pk) for row in by_model.values() if not isinstance(row.pk, int)]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck
@@ -23,6 +24,8 @@ from schemathesis.core.parameters import ParameterLocation
 from audit.models import AuditEntry
 from billing.services import budget_create, credits_grant
 from config.wsgi import application
+from files.models import FilePurpose
+from files.services import file_upload, knowledge_base_create
 from mcp_servers.services import mcp_server_create
 from memory.services import memory_create
 from sessions.services import session_create, session_post_message
@@ -68,7 +71,14 @@ RULES_OVER_DATA = [
     ("POST", "/api/v1/runs/{id}/retry/"),
     # the report's range: until on or after since, at most 366 days
     ("GET", "/api/v1/usage/"),
+    # unique knowledge base names, agents of the tenant; attachments uploaded to the session
+    ("POST", "/api/v1/knowledge-bases/"),
+    ("PATCH", "/api/v1/knowledge-bases/{id}/"),
+    ("POST", "/api/v1/sessions/{id}/messages/"),
 ]
+# Any bytes fit a file field's schema; what they are (empty, too large, not a document Agentry
+# reads) is told from the bytes themselves: 400, 413 or 415.
+UPLOADS = [("POST", "/api/v1/files/"), ("POST", "/api/v1/knowledge-bases/{id}/documents/")]
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 CONFIG = SchemathesisConfig.from_dict(
     {
@@ -80,6 +90,15 @@ CONFIG = SchemathesisConfig.from_dict(
                 "checks": {"positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400"]}},
             }
             for method, path in RULES_OVER_DATA
+        ]
+        + [
+            {
+                "include-name": f"{method} {path}",
+                "checks": {
+                    "positive_data_acceptance": {"expected-statuses": [*ACCEPTED, "400", "413", "415"]}
+                },
+            }
+            for method, path in UPLOADS
         ],
     }
 )
@@ -115,6 +134,13 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
     provider_key = provider_key_create(actor=actor, provider="anthropic", api_key="sk-ant-fuzzed-key")
     ledger_entry = credits_grant(tenant=cast.tenant_a, amount_micros=1_000_000, granted_by=cast.alice)
     budget = budget_create(actor=actor, scope="agent", agent_id=agent.pk, monthly_limit="5")
+    knowledge_base = knowledge_base_create(actor=actor, name="Handbook", agent_ids=[agent.pk])
+    attached = file_upload(
+        actor=actor,
+        upload=SimpleUploadedFile("notes.md", b"# Notes\nTea at four."),
+        purpose=FilePurpose.ATTACHMENT,
+        session=session,
+    )
     audit_entry = AuditEntry.objects.filter(tenant=cast.tenant_a).first()
     assert audit_entry is not None  # the writes above recorded theirs
     return {
@@ -129,6 +155,8 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
         "tools": str(tool.pk),
         "mcp-servers": str(server.pk),
         "audit": str(audit_entry.pk),
+        "files": str(attached.pk),
+        "knowledge-bases": str(knowledge_base.pk),
     }
 
 

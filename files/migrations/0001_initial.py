@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                 ('content_type', models.CharField(max_length=100)),
                 ('size', models.BigIntegerField()),
                 ('sha256', models.CharField(max_length=64)),
-                ('blob', models.FileField(max_length=200, storage=files.models.files_storage, upload_to=files.models.blob_name)),
+                ('blob', models.FileField(max_length=200, upload_to=files.models.blob_name)),
                 ('status', models.CharField(choices=[('queued', 'Queued'), ('processing', 'Processing'), ('ready', 'Ready'), ('failed', 'Failed')], default='queued', max_length=20)),
                 ('status_reason', models.CharField(blank=True, max_length=500)),
                 ('page_count', models.PositiveIntegerField(blank=True, null=True)),

@@ -415,3 +415,34 @@ def test_roles_decide_who_uploads_and_who_manages_knowledge(
     assert viewer_upload.status_code == 403
     assert member_upload_to_alices_session.status_code == 403
     assert StoredFile.objects.count() == 0 and KnowledgeBase.objects.count() == 0
+
+
+def test_deleting_a_file_its_session_or_its_knowledge_base_deletes_its_bytes(
+    cast: Cast, alice_api: APIClient, files_root: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    session_id = start_session(alice_api, agent.pk)
+    first = attach(alice_api, session_id, "one.txt", b"first file").json()
+    second = attach(alice_api, session_id, "two.txt", b"second file").json()
+    knowledge_base_id = create_knowledge_base(alice_api)
+    document = add_document(alice_api, knowledge_base_id, "estate-handbook.pdf", twenty_pages()).json()
+    processed(document["file"]["id"])
+    blobs = {row.pk: files_root / row.blob.name for row in StoredFile.objects.all()}
+    assert all(path.is_file() for path in blobs.values())
+
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted_file = alice_api.delete(f"/api/v1/files/{first['id']}/")
+    after_file = {str(pk) for pk, path in blobs.items() if path.exists()}
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted_session = alice_api.delete(f"/api/v1/sessions/{session_id}/")
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted_base = alice_api.delete(f"/api/v1/knowledge-bases/{knowledge_base_id}/")
+
+    assert (deleted_file.status_code, deleted_session.status_code, deleted_base.status_code) == (
+        204,
+        204,
+        204,
+    )
+    assert after_file == {second["id"], document["file"]["id"]}
+    assert [path for path in blobs.values() if path.exists()] == []
+    assert (StoredFile.objects.count(), Chunk.objects.count(), KnowledgeDocument.objects.count()) == (0, 0, 0)
