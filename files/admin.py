@@ -13,7 +13,7 @@ from core.admin import TenantScopedAdmin, admin_actor_for_tenant
 from files.models import KnowledgeBase, StoredFile
 from files.services import file_delete, knowledge_base_delete
 
-FILE_FIELDS = [
+FILE_FIELDS = (
     "name",
     "tenant",
     "purpose",
@@ -31,7 +31,7 @@ FILE_FIELDS = [
     "height",
     "created_at",
     "processed_at",
-]
+)
 
 
 @admin.register(StoredFile)
@@ -63,7 +63,7 @@ class KnowledgeBaseAdmin(TenantScopedAdmin):
     list_display = ["name", "tenant", "created_at", "updated_at"]
     list_filter = ["tenant"]
     search_fields = ["name", "description", "tenant__slug"]
-    fields = ["name", "tenant", "description", "agents", "created_by", "created_at", "updated_at"]
+    fields = ("name", "tenant", "description", "agents", "created_by", "created_at", "updated_at")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:

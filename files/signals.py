@@ -9,7 +9,7 @@ from files.models import StoredFile
 
 
 def delete_blob_after_commit(sender: type[StoredFile], instance: StoredFile, **kwargs: Any) -> None:
-    blob = instance.blob
-    if blob.name:
+    name, storage = instance.blob.name, instance.blob.storage
+    if name:
         # After the commit: a rolled-back delete keeps its bytes.
-        transaction.on_commit(lambda: blob.storage.delete(blob.name), using=kwargs.get("using"))
+        transaction.on_commit(lambda: storage.delete(name), using=kwargs.get("using"))

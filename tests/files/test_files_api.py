@@ -427,7 +427,7 @@ def test_deleting_a_file_its_session_or_its_knowledge_base_deletes_its_bytes(
     knowledge_base_id = create_knowledge_base(alice_api)
     document = add_document(alice_api, knowledge_base_id, "estate-handbook.pdf", twenty_pages()).json()
     processed(document["file"]["id"])
-    blobs = {row.pk: files_root / row.blob.name for row in StoredFile.objects.all()}
+    blobs = {row.pk: files_root / str(row.blob.name) for row in StoredFile.objects.all()}
     assert all(path.is_file() for path in blobs.values())
 
     with django_capture_on_commit_callbacks(execute=True):
