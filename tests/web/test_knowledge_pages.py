@@ -10,33 +10,18 @@ from django.test import Client
 from files.models import KnowledgeBase, KnowledgeDocument, StoredFile
 from files.services import knowledge_base_create, knowledge_document_add
 from files.tasks import process_file_task
-from tenants.actors import Actor
-from tenants.models import Membership
-from tests.files.documents import pdf_bytes, png_bytes
+from tests.files.documents import png_bytes
 from tests.web.conftest import World
+from tests.web.knowledge import actor_of, estate_knowledge_base
 
 pytestmark = pytest.mark.django_db
 
 ClientFor = Callable[[Any], Client]
-HAY_SENTENCE = "The capybaras eat forty kilograms of hay each week."
-
-
-def actor_of(user: Any, tenant: Any) -> Actor:
-    membership = Membership.objects.get(user=user, tenant=tenant)
-    return Actor(tenant=tenant, user=user, role=membership.role)
 
 
 def estate(world: World, *, with_document: bool = False) -> KnowledgeBase:
     alice = actor_of(world.cast.alice, world.cast.tenant_a)
-    knowledge_base = knowledge_base_create(
-        actor=alice, name="Estate", description="The estate's handbook", agent_ids=[world.agent_a.pk]
-    )
-    if with_document:
-        handbook = pdf_bytes(["Gardens and paths.", f"Feeding. {HAY_SENTENCE}"])
-        upload = SimpleUploadedFile("estate-handbook.pdf", handbook, content_type="application/pdf")
-        document = knowledge_document_add(actor=alice, knowledge_base=knowledge_base, upload=upload)
-        process_file_task(str(document.file_id))
-    return knowledge_base
+    return estate_knowledge_base(alice, agents=[world.agent_a], with_handbook=with_document)
 
 
 def test_the_list_shows_each_knowledge_base_with_its_documents_and_agents(
