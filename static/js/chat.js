@@ -978,7 +978,7 @@
     const image = upload.chip.querySelector(".upload-thumb img");
     image.src = stored.download_url;
     image.hidden = false;
-    upload.chip.querySelector(".upload-thumb .attachment-icon").hidden = true;
+    upload.chip.querySelector(".upload-thumb .attachment-icon").style.display = "none";
   }
 
   function uploadChip(file) {

@@ -689,7 +689,7 @@ DROP_FILE = """
 
 
 def test_files_dropped_or_picked_upload_with_progress_and_go_with_the_message(
-    page: Page, cast: Cast, tmp_path: Path
+    page: Page, cast: Cast, tmp_path: Path, screenshot_dir: Path
 ) -> None:
     agent = make_agent(tenant=cast.tenant_a, name="Reader")
     photo = tmp_path / "photo.png"
@@ -722,11 +722,13 @@ def test_files_dropped_or_picked_upload_with_progress_and_go_with_the_message(
         "src", re.compile(r"^/api/v1/files/.+/download/$")
     )
 
+    shoot(page, screenshot_dir, "chat-uploads")
+
     send(page, "What do these say?")
 
     question = page.locator(".turn-user").last
     expect(question.get_by_role("img", name="photo.png")).to_be_visible()
-    expect(question.locator(".attachment-file")).to_have_text("📄notes.txt35\u00a0bytes")
+    expect(question.locator(".attachment-file")).to_have_text("notes.txt35\u00a0bytes")
     expect(page.locator(".upload-chip")).to_have_count(0)
     message = wait_until(
         lambda: Message.objects.filter(session__agent=agent, role=MessageRole.USER).first(), message="message"
@@ -737,8 +739,9 @@ def test_files_dropped_or_picked_upload_with_progress_and_go_with_the_message(
     page.reload()
     reloaded = page.locator(".turn-user").last
     expect(reloaded.get_by_role("img", name="photo.png")).to_be_visible()
-    expect(reloaded.locator(".attachment-file")).to_have_text("📄notes.txt35\u00a0bytes")
+    expect(reloaded.locator(".attachment-file")).to_have_text("notes.txt35\u00a0bytes")
     assert reloaded.get_by_role("img", name="photo.png").evaluate("image => image.naturalWidth") == 32
+    shoot(page, screenshot_dir, "chat-attachments")
 
 
 def test_an_unreadable_file_shows_the_apis_reason_in_its_chip(page: Page, cast: Cast, tmp_path: Path) -> None:
@@ -826,3 +829,5 @@ def test_the_knowledge_pages_fit_a_phone(page: Page, cast: Cast, screenshot_dir:
     expect(page.locator(".passage-source").first).to_have_text("estate-handbook.pdf · p. 2")
     expect(page.locator("[data-file-status]")).to_have_text("ready")
     shoot(page, screenshot_dir, "knowledge-phone")
+    page.emulate_media(color_scheme="dark")
+    shoot(page, screenshot_dir, "knowledge-phone-dark")
