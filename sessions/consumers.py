@@ -258,7 +258,8 @@ def run_command(
 
 
 def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:
-    """``{"type": "message", "content", "multitask"?, "idempotency_key"?}``, as the REST POST."""
+    """``{"type": "message", "content", "attachments"?, "multitask"?, "idempotency_key"?}``, as the
+    REST POST."""
     fields = _validated(MessageCreateSerializer, command, extra=("idempotency_key",))
     key = command.get("idempotency_key")
     if key is not None and (not isinstance(key, str) or len(key) > IDEMPOTENCY_KEY_MAX_LENGTH):
@@ -271,6 +272,7 @@ def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dic
         content=fields["content"],
         multitask=fields["multitask"],
         idempotency_key=key or None,
+        attachments=fields.get("attachments", ()),
     )
     return {"type": "ack", "command": "message", "message_id": str(message.pk), "run_id": str(run.pk)}
 

@@ -12,9 +12,11 @@ from uuid import UUID
 
 from django.db.models import Min
 from django.http import Http404
+from django.urls import reverse
 
 from agents.models import Agent
 from agents.selectors import agent_list_for_actor
+from files.citations import citations_by_run, cited_in, citing_run_ids
 from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval
 from sessions.selectors import message_list_for_session, session_get_for_actor, session_list_for_actor
 from sessions.serializers import SessionLaneMixin
@@ -65,6 +67,39 @@ class Part:
     tool: ToolCard | None = None
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A file a user message carries, as its attachment block recorded it when it was sent."""
+
+    file_id: str
+    name: str
+    content_type: str
+    size: int
+
+    @property
+    def is_image(self) -> bool:
+        return self.content_type.startswith("image/")
+
+    @property
+    def download_url(self) -> str:
+        return reverse("file-download", kwargs={"pk": self.file_id})
+
+
+def message_attachments(message: Message | None) -> list[Attachment]:
+    if message is None:
+        return []
+    return [
+        Attachment(
+            file_id=str(block.get("file_id", "")),
+            name=str(block.get("name", "")),
+            content_type=str(block.get("content_type", "")),
+            size=int(block.get("size") or 0),
+        )
+        for block in message.content
+        if block.get("type") == "attachment" and block.get("file_id")
+    ]
+
+
 @dataclass
 class Turn:
     role: Literal["user", "assistant"]
@@ -75,6 +110,16 @@ class Turn:
     parts: list[Part] = field(default_factory=list)
     # Executors of a plan (shown before the answer they lead to).
     children: list[ChildRun] = field(default_factory=list)
+    # The passages the answer cites ([1], [2]…), as ``files.citations.citation_data`` gives them.
+    citations: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def attachments(self) -> list[Attachment]:
+        return message_attachments(self.message) if self.role == "user" else []
+
+    @property
+    def text(self) -> str:
+        return "".join(part.text for part in self.parts if part.kind == "text")
 
     @property
     def is_retryable(self) -> bool:
@@ -205,6 +250,14 @@ def attach_children(turns: list[Turn], children: list[Run], approvals: dict[str,
             answers[child.parent_run_id].children.append(block)
 
 
+def attach_citations(turns: list[Turn], messages: list[Message]) -> None:
+    """Give each finished answer the passages its text cites (one query for the whole page)."""
+    by_run = citations_by_run(citing_run_ids(messages))
+    for turn in turns:
+        if turn.role == "assistant" and turn.run is not None and turn.run.pk in by_run:
+            turn.citations = cited_in(turn.text, by_run[turn.run.pk])
+
+
 def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     """The session as the chat page renders it, and where its live replay starts.
 
@@ -239,8 +292,10 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
             run__in=[*settled.values(), *settled_children]
         ).select_related("decided_by")
     }
-    turns = build_turns(list(message_list_for_session(session=session)), settled, approvals)
+    messages = list(message_list_for_session(session=session))
+    turns = build_turns(messages, settled, approvals)
     attach_children(turns, settled_children, approvals)
+    attach_citations(turns, messages)
     lane_by_id = {run.pk: run for run in lane}
     for turn in turns:
         if turn.role == "user" and turn.message is not None and turn.message.run_id in lane_by_id:

@@ -9,6 +9,7 @@ from web.views import (
     credits,
     dashboard,
     invitations,
+    knowledge,
     mcp,
     memories,
     provider_keys,
@@ -80,6 +81,22 @@ urlpatterns = [
     path("memories/<str:memory_id>/approve/", memories.memory_approve_view, name="memory-approve"),
     path("memories/<str:memory_id>/reject/", memories.memory_reject_view, name="memory-reject"),
     path("memories/<str:memory_id>/delete/", memories.memory_delete_view, name="memory-delete"),
+    # Knowledge bases
+    path("knowledge/", knowledge.knowledge_list, name="knowledge"),
+    path("knowledge/new/", knowledge.knowledge_create, name="knowledge-create"),
+    path("knowledge/<str:knowledge_base_id>/", knowledge.knowledge_detail, name="knowledge-detail"),
+    path("knowledge/<str:knowledge_base_id>/edit/", knowledge.knowledge_edit, name="knowledge-edit"),
+    path("knowledge/<str:knowledge_base_id>/delete/", knowledge.knowledge_delete, name="knowledge-delete"),
+    path(
+        "knowledge/<str:knowledge_base_id>/documents/",
+        knowledge.knowledge_document_upload,
+        name="knowledge-document-upload",
+    ),
+    path(
+        "knowledge/<str:knowledge_base_id>/documents/<str:document_id>/delete/",
+        knowledge.knowledge_document_delete,
+        name="knowledge-document-delete",
+    ),
     # Settings
     path("settings/", settings.settings_page, name="settings"),
     path("settings/members/", settings.member_add_view, name="member-add"),

@@ -4,7 +4,8 @@
    (the socket's ?after=SEQ) and then followed live. Every event carries the session's next
    sequence number, so after a dropped connection the socket reopens with the last seq seen
    and nothing is shown twice or lost. Commands (send, cancel, approve) go over the socket,
-   or over HTTP when it is down. */
+   or over HTTP when it is down. Files are uploaded as soon as they are picked or dropped, and
+   the message carries their ids. */
 (function () {
   "use strict";
 
@@ -26,10 +27,18 @@
   const connectionLabel = document.querySelector("[data-connection-label]");
   const composer = document.querySelector("[data-composer]");
   const input = document.getElementById("composer-input");
+  const chatPanel = document.querySelector(".chat-panel");
+  const uploadTray = document.querySelector("[data-upload-tray]");
+  const fileInput = document.querySelector("[data-file-input]");
+  const attachButton = document.querySelector("[data-attach]");
+  const dropOverlay = document.querySelector("[data-drop-overlay]");
+  const citationDialog = document.getElementById("citation-dialog");
 
   const TERMINAL = { "run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled", "run.timeout": "timeout" };
   const RETRYABLE = ["failed", "cancelled", "timeout"];
   const COMMAND_TIMEOUT_MS = 10000;
+  const FILE_POLL_MS = 1500;
+  const FILE_POLL_LIMIT = 80;
   const NEAR_BOTTOM_PX = 120;
 
   const state = {
@@ -45,6 +54,7 @@
     pendingCommands: new Map(),
     pendingSends: 0,
     unknownMessages: new Map(),
+    uploads: [],
   };
 
   /* --- Small helpers ------------------------------------------------------------------------ */
@@ -406,6 +416,7 @@
       if (run.reasoning) run.reasoning.open = false;
       run.text = null;
       run.reasoning = null;
+      if (Array.isArray(data.citations) && data.citations.length) addPart(run, citationChips(data.citations));
       blocks.forEach(function (block) {
         if (block.type === "tool_call") setCardState(ensureCard(run, block.id, block.name, block.arguments), "pending", "pending");
       });
@@ -621,12 +632,12 @@
     });
   }
 
-  function postMessageOverHttp(content, key) {
+  function postMessageOverHttp(content, attachments, key) {
     return fetch("/api/v1/sessions/" + config.sessionId + "/messages/", {
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Idempotency-Key": key, Accept: "application/json" },
-      body: JSON.stringify({ content: content }),
+      body: JSON.stringify({ content: content, attachments: attachmentIds(attachments) }),
     }).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (payload) {
         if (!response.ok) throw new Error((payload.error && payload.error.message) || "Could not send (" + response.status + ").");
@@ -636,9 +647,10 @@
   }
 
   /* --- Sending messages ------------------------------------------------------------------------------ */
-  function addPendingUserTurn(content) {
+  function addPendingUserTurn(content, attachments) {
     const turn = clone("tpl-user-turn");
     slot(turn, "text").textContent = content;
+    showAttachments(slot(turn, "attachments"), attachments);
     const time = slot(turn, "time");
     const now = new Date();
     time.dateTime = now.toISOString();
@@ -667,7 +679,7 @@
     renderStatus();
   }
 
-  function failUserTurn(turn, content, error) {
+  function failUserTurn(turn, content, attachments, error) {
     turn.classList.remove("is-queued");
     const badge = turn.querySelector("[data-queued]");
     if (badge) { badge.textContent = "not sent"; badge.className = "badge tone-error"; }
@@ -675,7 +687,7 @@
     retry.type = "button";
     retry.className = "link small";
     retry.textContent = "Try again";
-    retry.onclick = function () { turn.remove(); send(content); };
+    retry.onclick = function () { turn.remove(); send(content, attachments); };
     turn.querySelector(".turn-meta").appendChild(retry);
     toast(error.message, "error");
   }
@@ -692,19 +704,21 @@
     }
   }
 
-  function send(content) {
+  /* ``attachments``: the uploaded files ({id, name, content_type, size, download_url}) it carries. */
+  function send(content, attachments) {
+    attachments = attachments || [];
     nameConversation(content);
-    const turn = addPendingUserTurn(content);
+    const turn = addPendingUserTurn(content, attachments);
     const key = newKey();
     state.pendingSends += 1;
-    command({ type: "message", content: content, idempotency_key: key })
+    command({ type: "message", content: content, attachments: attachmentIds(attachments), idempotency_key: key })
       .catch(function (error) {
         // A dropped socket may or may not have delivered it: the same key makes a repeat harmless.
-        if (error.isTransport) return postMessageOverHttp(content, key);
+        if (error.isTransport) return postMessageOverHttp(content, attachments, key);
         throw error;
       })
       .then(function (ack) { confirmUserTurn(turn, ack); })
-      .catch(function (error) { failUserTurn(turn, content, error); })
+      .catch(function (error) { failUserTurn(turn, content, attachments, error); })
       .finally(function () {
         state.pendingSends -= 1;
         if (state.pendingSends === 0) {
@@ -812,9 +826,11 @@
       event.preventDefault();
       const content = input.value;
       if (!content.trim()) { input.focus(); return; }
+      if (uploadsInFlight()) { toast("Wait for the files to finish uploading, or remove them.", "error"); return; }
+      if (failedUploads()) { toast("Remove the files that could not be uploaded or read first.", "error"); return; }
       input.value = "";
       autoGrow();
-      send(content);
+      send(content, takeUploads());
       input.focus();
     });
     input.addEventListener("keydown", function (event) {
@@ -848,6 +864,249 @@
   // A refreshed session list shows what the server knew a moment ago; this page knows now.
   document.body.addEventListener("htmx:afterSwap", function (event) {
     if (event.target && event.target.id === "session-list") renderStatus();
+  });
+
+  /* --- Attachments: uploaded at once with their progress, sent with the message as ids ---------------- */
+  /* Sizes as the pages show them (Django's filesizeformat). */
+  function formatSize(bytes) {
+    if (bytes < 1024) return bytes === 1 ? "1 byte" : bytes + " bytes";
+    const units = ["KB", "MB", "GB", "TB"];
+    let value = bytes / 1024;
+    let unit = 0;
+    while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+    return value.toFixed(1) + "\u00a0" + units[unit];
+  }
+
+  function attachmentIds(attachments) {
+    return (attachments || []).map(function (attachment) { return attachment.id; });
+  }
+
+  function showAttachments(list, attachments) {
+    if (!list || !attachments.length) return;
+    attachments.forEach(function (attachment) {
+      const isImage = (attachment.content_type || "").indexOf("image/") === 0;
+      const item = clone(isImage ? "tpl-attachment-image" : "tpl-attachment-file");
+      const link = item.querySelector("a");
+      link.href = attachment.download_url;
+      if (isImage) {
+        link.title = attachment.name;
+        const image = item.querySelector("img");
+        image.src = attachment.download_url;
+        image.alt = attachment.name;
+      } else {
+        slot(item, "name").textContent = attachment.name;
+        slot(item, "size").textContent = formatSize(attachment.size);
+      }
+      list.appendChild(item);
+    });
+    list.hidden = false;
+  }
+
+  function uploadsInFlight() {
+    return state.uploads.some(function (upload) { return upload.state === "uploading"; });
+  }
+
+  function failedUploads() {
+    return state.uploads.some(function (upload) { return upload.state === "failed"; });
+  }
+
+  /* The uploaded files for the message being sent; the tray empties for the next one. */
+  function takeUploads() {
+    const taken = state.uploads.map(function (upload) { return upload.stored; });
+    state.uploads.slice().forEach(function (upload) { dropUpload(upload, false); });
+    return taken;
+  }
+
+  function dropUpload(upload, wasRemoved) {
+    upload.isDropped = true;
+    if (upload.state === "uploading") upload.xhr.abort();
+    window.clearTimeout(upload.pollTimer);
+    state.uploads = state.uploads.filter(function (other) { return other !== upload; });
+    upload.chip.remove();
+    uploadTray.hidden = state.uploads.length === 0;
+    if (wasRemoved) input.focus();
+  }
+
+  function setUploadProgress(upload, percent) {
+    const bar = slot(upload.chip, "progress");
+    bar.setAttribute("aria-valuenow", String(percent));
+    bar.firstElementChild.style.width = percent + "%";
+  }
+
+  function setUploadState(upload, uploadState, label) {
+    upload.state = uploadState;
+    upload.chip.setAttribute("data-state", uploadState);
+    slot(upload.chip, "status").textContent = label;
+    slot(upload.chip, "progress").hidden = uploadState !== "uploading";
+  }
+
+  function failUpload(upload, message) {
+    setUploadState(upload, "failed", "failed");
+    const error = slot(upload.chip, "error");
+    error.textContent = message;
+    error.hidden = false;
+  }
+
+  /* The API's error envelope as one sentence: its message, then what it says of each field. */
+  function apiErrorText(payload, status) {
+    const error = payload && payload.error;
+    if (!error) return "The upload failed (" + status + ").";
+    const details = [];
+    Object.keys(error.fields || {}).forEach(function (name) { details.push.apply(details, [].concat(error.fields[name])); });
+    const message = error.message || "The upload failed (" + status + ").";
+    return details.length && details.join(" ") !== message ? message + " " + details.join(" ") : message;
+  }
+
+  /* Documents are read in the background: follow one until it is ready or has failed. */
+  function showStoredState(upload, stored) {
+    upload.stored = stored;
+    if (stored.status === "failed") { failUpload(upload, stored.status_reason || "This file could not be read."); return; }
+    if (stored.status === "ready") { setUploadState(upload, "ready", "ready"); return; }
+    setUploadState(upload, "processing", "reading…");
+    upload.polls = (upload.polls || 0) + 1;
+    if (upload.polls > FILE_POLL_LIMIT) return;
+    upload.pollTimer = window.setTimeout(function () {
+      fetch("/api/v1/files/" + stored.id + "/", { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) { return response.ok ? response.json() : null; })
+        .then(function (fresh) { if (fresh && !upload.isDropped) showStoredState(upload, fresh); })
+        .catch(function () { /* the file is still usable; its chip just stops updating */ });
+    }, FILE_POLL_MS);
+  }
+
+  function showThumbnail(upload, stored) {
+    if ((stored.content_type || "").indexOf("image/") !== 0) return;
+    const image = upload.chip.querySelector(".upload-thumb img");
+    image.src = stored.download_url;
+    image.hidden = false;
+    upload.chip.querySelector(".upload-thumb .attachment-icon").style.display = "none";
+  }
+
+  function uploadChip(file) {
+    const chip = clone("tpl-upload-chip");
+    slot(chip, "name").textContent = file.name;
+    slot(chip, "name").title = file.name;
+    slot(chip, "size").textContent = formatSize(file.size);
+    slot(chip, "progress").setAttribute("aria-label", "Uploading " + file.name);
+    chip.querySelector("[data-remove-upload]").setAttribute("aria-label", "Remove " + file.name);
+    return chip;
+  }
+
+  function uploadFile(file) {
+    const upload = { file: file, chip: uploadChip(file), xhr: new XMLHttpRequest(), state: "uploading", stored: null };
+    state.uploads.push(upload);
+    uploadTray.appendChild(upload.chip);
+    uploadTray.hidden = false;
+    upload.chip.querySelector("[data-remove-upload]").addEventListener("click", function () { dropUpload(upload, true); });
+    const xhr = upload.xhr;
+    xhr.upload.addEventListener("progress", function (event) {
+      if (event.lengthComputable) setUploadProgress(upload, Math.round((event.loaded / event.total) * 100));
+    });
+    xhr.addEventListener("load", function () {
+      let payload = null;
+      try { payload = JSON.parse(xhr.responseText); } catch (error) { payload = null; }
+      if (xhr.status !== 201 || !payload) { failUpload(upload, apiErrorText(payload, xhr.status)); return; }
+      setUploadProgress(upload, 100);
+      showThumbnail(upload, payload);
+      showStoredState(upload, payload);
+    });
+    xhr.addEventListener("error", function () { failUpload(upload, "The connection dropped before the upload finished."); });
+    const body = new FormData();
+    body.append("file", file);
+    body.append("session", config.sessionId);
+    xhr.open("POST", "/api/v1/files/");
+    xhr.setRequestHeader("X-CSRFToken", csrfToken());
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.send(body);
+  }
+
+  function uploadFiles(files) {
+    Array.prototype.forEach.call(files || [], uploadFile);
+  }
+
+  /* Dragging over the panel fires enter and leave for every child: count them to know when it left. */
+  function acceptDrops() {
+    let depth = 0;
+    function carriesFiles(event) {
+      return event.dataTransfer && Array.prototype.indexOf.call(event.dataTransfer.types || [], "Files") >= 0;
+    }
+    chatPanel.addEventListener("dragenter", function (event) {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      depth += 1;
+      dropOverlay.hidden = false;
+    });
+    chatPanel.addEventListener("dragover", function (event) {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      event.dataTransfer.dropEffect = "copy";
+    });
+    chatPanel.addEventListener("dragleave", function (event) {
+      if (!carriesFiles(event)) return;
+      depth = Math.max(0, depth - 1);
+      if (depth === 0) dropOverlay.hidden = true;
+    });
+    chatPanel.addEventListener("drop", function (event) {
+      if (!carriesFiles(event)) return;
+      event.preventDefault();
+      depth = 0;
+      dropOverlay.hidden = true;
+      uploadFiles(event.dataTransfer.files);
+      input.focus();
+    });
+  }
+
+  // Attaching needs this script: without it the form posts text only.
+  if (composer && attachButton && fileInput && !attachButton.disabled) {
+    attachButton.hidden = false;
+    attachButton.addEventListener("click", function () { fileInput.click(); });
+    fileInput.addEventListener("change", function () {
+      uploadFiles(fileInput.files);
+      fileInput.value = "";
+    });
+    acceptDrops();
+  }
+
+  /* --- Citations: numbered sources under an answer, each opening its passage ------------------------------ */
+  function citationLabel(citation) {
+    let label = "[" + citation.number + "] " + citation.document;
+    if (citation.page) label += " · p. " + citation.page;
+    else if (citation.heading) label += " · " + citation.heading;
+    return label;
+  }
+
+  function citationChips(citations) {
+    const group = clone("tpl-citations");
+    citations.forEach(function (citation) {
+      const chip = clone("tpl-citation-chip");
+      chip.textContent = citationLabel(citation);
+      chip.setAttribute("data-number", String(citation.number));
+      chip.setAttribute("data-file-id", citation.file_id);
+      chip.setAttribute("data-document", citation.document);
+      chip.setAttribute("data-page", citation.page === null || citation.page === undefined ? "" : String(citation.page));
+      chip.setAttribute("data-heading", citation.heading || "");
+      chip.setAttribute("data-passage", citation.passage || "");
+      group.appendChild(chip);
+    });
+    return group;
+  }
+
+  function openCitation(chip) {
+    if (!citationDialog) return;
+    const page = chip.getAttribute("data-page");
+    const heading = chip.getAttribute("data-heading");
+    const location = [page ? "Page " + page : "", heading].filter(Boolean).join(" · ");
+    slot(citationDialog, "number").textContent = "Source [" + chip.getAttribute("data-number") + "]";
+    slot(citationDialog, "document").textContent = chip.getAttribute("data-document");
+    slot(citationDialog, "location").textContent = location;
+    slot(citationDialog, "location").hidden = !location;
+    slot(citationDialog, "passage").textContent = chip.getAttribute("data-passage");
+    slot(citationDialog, "download").href = "/api/v1/files/" + chip.getAttribute("data-file-id") + "/download/";
+    citationDialog.showModal();
+  }
+
+  transcript.addEventListener("click", function (event) {
+    const chip = event.target.closest("[data-citation]");
+    if (chip) openCitation(chip);
   });
 
   /* --- Start -------------------------------------------------------------------------------------------- */

@@ -17,14 +17,17 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agents.models import Agent
 from billing.models import ModelPrice
+from files.models import FileStatus, KnowledgeBase, KnowledgeDocument, StoredFile
 from memory.models import Memory, MemoryStatus
-from sessions.models import Run
+from sessions.models import Message, MessageRole, Run
 from tenants.models import ApiKey, Membership, ProviderKey, Role
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
+from tests.files.documents import png_bytes
 from tests.live import LiveStack, wait_until
 from tests.mcp.servers import DemoHttpServer
+from tests.web.knowledge import HAY_SENTENCE, actor_of, estate_knowledge_base
 from tools.models import Tool, ToolKind, ToolPolicy
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -98,10 +101,15 @@ def allow_orm_beside_playwright() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, django_db_setup: None, fake_model_server: FakeModelServer
+    tmp_path_factory: pytest.TempPathFactory,
+    django_db_setup: None,
+    fake_model_server: FakeModelServer,
+    files_root: Path,
 ) -> Iterator[LiveStack]:
     live = LiveStack(
         Path(tmp_path_factory.mktemp("browser")),
+        # Uploads from the browser and from the tests' own services land in the same folder.
+        FILES_ROOT=str(files_root),
         ANTHROPIC_API_KEY="test-anthropic-key",
         ANTHROPIC_BASE_URL=fake_model_server.url,
         OPENAI_API_KEY="test-openai-key",
@@ -662,3 +670,164 @@ def test_an_answer_shows_its_cost_live_and_after_a_reload_and_the_usage_charts_f
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow == 0
     shoot(page, screenshot_dir, "dashboard-usage-phone")
+
+
+DROP_FILE = """
+([name, text]) => {
+  const data = new DataTransfer();
+  data.items.add(new File([text], name, {type: "text/plain"}));
+  const composer = document.querySelector("[data-composer]");
+  const fire = (type) => composer.dispatchEvent(
+    new DragEvent(type, {bubbles: true, cancelable: true, dataTransfer: data})
+  );
+  fire("dragenter");
+  fire("dragover");
+  window.__dropOverlayShown = !document.querySelector("[data-drop-overlay]").hidden;
+  fire("drop");
+}
+"""
+
+
+def test_files_dropped_or_picked_upload_with_progress_and_go_with_the_message(
+    page: Page, cast: Cast, tmp_path: Path, screenshot_dir: Path
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Reader")
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(png_bytes(32, 24))
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    page.evaluate(DROP_FILE, ["notes.txt", "The roses are watered on Tuesdays.\n"])
+    assert page.evaluate("window.__dropOverlayShown") is True
+    notes_chip = page.locator(".upload-chip", has_text="notes.txt")
+    expect(notes_chip).to_have_attribute("data-state", "ready")
+    expect(notes_chip.locator("[data-slot=size]")).to_have_text("35\u00a0bytes")
+
+    held: list[Any] = []
+    page.route("**/api/v1/files/", lambda route: held.append(route))
+    with page.expect_file_chooser() as chooser:
+        page.get_by_role("button", name="Attach files").click()
+    chooser.value.set_files(str(photo))
+    progress = page.get_by_role("progressbar", name="Uploading photo.png")
+    expect(progress).to_be_visible()
+    expect(progress).to_have_attribute("aria-valuenow", re.compile(r"^\d{1,3}$"))
+    photo_chip = page.locator(".upload-chip", has_text="photo.png")
+    expect(photo_chip).to_have_attribute("data-state", "uploading")
+    assert len(held) == 1
+    held[0].continue_()
+    page.unroute("**/api/v1/files/")
+    expect(photo_chip).to_have_attribute("data-state", "ready")
+    expect(progress).to_be_hidden()
+    expect(photo_chip.locator(".upload-thumb img")).to_have_attribute(
+        "src", re.compile(r"^/api/v1/files/.+/download/$")
+    )
+
+    shoot(page, screenshot_dir, "chat-uploads")
+
+    send(page, "What do these say?")
+
+    question = page.locator(".turn-user").last
+    expect(question.get_by_role("img", name="photo.png")).to_be_visible()
+    expect(question.locator(".attachment-file")).to_have_text("notes.txt35\u00a0bytes")
+    expect(page.locator(".upload-chip")).to_have_count(0)
+    message = wait_until(
+        lambda: Message.objects.filter(session__agent=agent, role=MessageRole.USER).first(), message="message"
+    )
+    names = [block["name"] for block in message.content if block["type"] == "attachment"]
+    assert sorted(names) == ["notes.txt", "photo.png"]
+
+    page.reload()
+    reloaded = page.locator(".turn-user").last
+    expect(reloaded.get_by_role("img", name="photo.png")).to_be_visible()
+    expect(reloaded.locator(".attachment-file")).to_have_text("notes.txt35\u00a0bytes")
+    assert reloaded.get_by_role("img", name="photo.png").evaluate("image => image.naturalWidth") == 32
+    shoot(page, screenshot_dir, "chat-attachments")
+
+
+def test_an_unreadable_file_shows_the_apis_reason_in_its_chip(page: Page, cast: Cast, tmp_path: Path) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Reader")
+    program = tmp_path / "tool.exe"
+    program.write_bytes(b"MZ\x90\x00" + bytes(200))
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    with page.expect_file_chooser() as chooser:
+        page.get_by_role("button", name="Attach files").click()
+    chooser.value.set_files(str(program))
+
+    chip = page.locator(".upload-chip", has_text="tool.exe")
+    expect(chip).to_have_attribute("data-state", "failed")
+    expect(chip.get_by_role("alert")).to_contain_text("tool.exe: ")
+    chip.get_by_role("button", name="Remove tool.exe").click()
+    expect(page.locator(".upload-chip")).to_have_count(0)
+    assert not StoredFile.objects.filter(tenant=cast.tenant_a).exists()
+
+
+def wait_for_the_handbook(knowledge_base: KnowledgeBase) -> None:
+    """The worker may claim the handbook before the test's own process: wait for whichever reads it."""
+    handbook = KnowledgeDocument.objects.get(knowledge_base=knowledge_base).file
+    wait_until(
+        lambda: StoredFile.objects.filter(pk=handbook.pk, status=FileStatus.READY).exists(),
+        message="handbook",
+    )
+
+
+def test_an_answer_cites_the_handbook_and_its_source_opens_the_passage(
+    page: Page, cast: Cast, fake_model: FakeModelServer, screenshot_dir: Path
+) -> None:
+    agent = make_agent(
+        tenant=cast.tenant_a, name="Estate guide", model_provider="anthropic", model_name="test-model"
+    )
+    knowledge_base = estate_knowledge_base(actor_of(cast.alice, cast.tenant_a), agents=[agent])
+    wait_for_the_handbook(knowledge_base)
+    fake_model.script(
+        Turn(tool_calls=[("file_search", {"query": "how much hay do the capybaras eat"})]),
+        Turn(text="They eat forty kilograms of hay a week [1]."),
+    )
+    sign_in(page, "alice@a.test", "alice-password")
+    open_chat(page, agent)
+
+    send(page, "How much hay do the capybaras eat?")
+
+    chip = last_answer(page).get_by_role("button", name="[1] estate-handbook.pdf · p. 2")
+    expect(chip).to_be_visible()
+    chip.click()
+    dialog = page.get_by_role("dialog", name="estate-handbook.pdf")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator("[data-slot=location]")).to_have_text("Page 2")
+    expect(dialog.locator("[data-slot=passage]")).to_contain_text("forty kilograms of hay")
+    shoot(page, screenshot_dir, "chat-citation")
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+
+    page.reload()
+    chip = last_answer(page).get_by_role("button", name="[1] estate-handbook.pdf · p. 2")
+    chip.focus()
+    page.keyboard.press("Enter")
+    expect(dialog).to_be_visible()
+    passage = " ".join(dialog.locator("[data-slot=passage]").inner_text().split())
+    assert HAY_SENTENCE in passage
+    expect(dialog.get_by_role("button", name="Close")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(dialog).to_be_hidden()
+
+
+def test_the_knowledge_pages_fit_a_phone(page: Page, cast: Cast, screenshot_dir: Path) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Estate guide with a rather long name")
+    knowledge_base = estate_knowledge_base(actor_of(cast.alice, cast.tenant_a), agents=[agent])
+    wait_for_the_handbook(knowledge_base)
+    sign_in(page, "alice@a.test", "alice-password")
+    page.set_viewport_size(PHONE)
+
+    for path in ("/knowledge/", f"/knowledge/{knowledge_base.pk}/?q=capybaras+hay"):
+        page.goto(path)
+        expect(page.locator("h1")).to_be_visible()
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow == 0, path
+    expect(page.locator(".passage-source").first).to_have_text("estate-handbook.pdf · p. 2")
+    expect(page.locator("[data-file-status]")).to_have_text("ready")
+    shoot(page, screenshot_dir, "knowledge-phone")
+    page.emulate_media(color_scheme="dark")
+    shoot(page, screenshot_dir, "knowledge-phone-dark")

@@ -42,6 +42,9 @@ TONES = {
     "archived": "muted",
     "revoked": "muted",
     "expired": "muted",
+    # files
+    "processing": "busy",
+    "ready": "ok",
 }
 STATUS_LABELS = {"awaiting_approval": "awaiting approval", "end_turn": "end of turn"}
 
