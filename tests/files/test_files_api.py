@@ -446,3 +446,36 @@ def test_deleting_a_file_its_session_or_its_knowledge_base_deletes_its_bytes(
     assert after_file == {second["id"], document["file"]["id"]}
     assert [path for path in blobs.values() if path.exists()] == []
     assert (StoredFile.objects.count(), Chunk.objects.count(), KnowledgeDocument.objects.count()) == (0, 0, 0)
+
+
+def test_a_team_over_its_storage_limit_is_refused_and_nothing_is_stored(
+    cast: Cast, alice_api: APIClient, settings: Any
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    session_id = start_session(alice_api, agent.pk)
+    settings.FILES_MAX_TENANT_BYTES = 30
+    first = attach(alice_api, session_id, "one.txt", b"twenty bytes of text")
+
+    second = attach(alice_api, session_id, "two.txt", b"eleven byte")
+
+    assert first.status_code == 201
+    assert (second.status_code, second.json()["error"]["message"]) == (
+        413,
+        "This team's files would take 31 bytes; the limit is 30 bytes. Delete files to make room.",
+    )
+    assert list(StoredFile.objects.values_list("name", flat=True)) == ["one.txt"]
+
+
+def test_a_message_cannot_carry_a_file_that_failed(cast: Cast, alice_api: APIClient) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    session_id = start_session(alice_api, agent.pk)
+    attached = attach(alice_api, session_id, "secret.pdf", encrypted_pdf_bytes("hidden")).json()
+    processed(attached["id"])
+
+    posted = post(alice_api, session_id, "Read this", [attached["id"]])
+
+    assert (posted.status_code, posted.json()["error"]["fields"]) == (
+        400,
+        {"attachments": ["secret.pdf could not be read; remove it."]},
+    )
+    assert alice_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"] == []
