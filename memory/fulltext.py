@@ -175,13 +175,13 @@ class MemoryScope:
         return condition
 
 
-def _uuid_parameter(value: uuid.UUID) -> Any:
+def uuid_parameter(value: uuid.UUID) -> Any:
     return models.UUIDField().get_db_prep_value(value, connection, prepared=False)
 
 
 def _scope_sql(scope: MemoryScope) -> tuple[str, list[Any]]:
     clauses = ["m.tenant_id = %s", "m.agent_id = %s"]
-    parameters: list[Any] = [_uuid_parameter(scope.tenant_id), _uuid_parameter(scope.agent_id)]
+    parameters: list[Any] = [uuid_parameter(scope.tenant_id), uuid_parameter(scope.agent_id)]
     clauses.append(f"m.status IN ({', '.join(['%s'] * len(scope.statuses))})")
     parameters.extend(scope.statuses)
     if scope.types:
