@@ -110,7 +110,7 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = RRF_K)
 def embed_chunks(chunks: list[Chunk]) -> None:
     """Fill ``embedding`` and ``embedding_model`` of ``chunks`` with the configured backend.
 
-    Saved chunks are updated in one statement; unsaved ones are filled for the caller's insert.
+    Saved chunks are updated in bulk; unsaved ones are filled for the caller's insert.
     No backend, or a failing one (logged), leaves them empty: full text still finds them.
     """
     backend = embedding_backend()
