@@ -6,9 +6,8 @@ is the chunk's id, kept in sync by triggers, so every write path (ingestion, adm
 inserts, raw SQL) keeps the index current. Query words come from ``memory.fulltext.query_terms``
 (plain words, stop words dropped), so no user text ever reaches the query syntax.
 
-Candidates are the chunks holding any of the query's rarer words (as for memories, a word in
-thousands of chunks says little about which one is meant, and ranking every chunk holding it
-would make latency grow with the corpus), ranked by BM25: FTS5's ``bm25()`` on SQLite; on
+Candidates are the chunks holding any of the query's rarer words, chosen as memories are
+(``memory.fulltext.candidates_by_rarity``), ranked by BM25: FTS5's ``bm25()`` on SQLite; on
 PostgreSQL, whose ``ts_rank`` knows no document frequencies, BM25 with one occurrence per term
 and the idf from the scope's own counts.
 """
@@ -20,7 +19,7 @@ from typing import Any
 from django.db import connection
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from memory.fulltext import inverse_document_frequency, uuid_parameter
+from memory.fulltext import candidates_by_rarity, inverse_document_frequency, uuid_parameter
 
 # A word held by this many of the scope's chunks is common: it only selects candidates when
 # the query has no rarer word.
@@ -112,18 +111,13 @@ def text_candidates(
         return []
     scope = _ChunkScope(tenant_id, file_ids)
     counts = _term_document_counts(scope, terms)
-    present = [term for term in terms if counts[term] > 0]
-    rare = [term for term in present if counts[term] < COMMON_TERM_DOCUMENTS]
-    if rare:
-        return _ranked_matches(scope, rare, present, counts, limit=limit)
-    hits: list[tuple[int, float]] = []
-    if len(present) > 1:
-        hits = _ranked_matches(scope, present, present, counts, limit=limit, require_all=True)
-    if len(hits) < limit and present:
-        seen = {chunk_id for chunk_id, _ in hits}
-        more = _ranked_matches(scope, present, present, counts, limit=limit)
-        hits += [hit for hit in more if hit[0] not in seen][: limit - len(hits)]
-    return hits
+
+    def rank_matches(selecting: list[str], scoring: list[str], require_all: bool) -> list[tuple[int, float]]:
+        return _ranked_matches(scope, selecting, scoring, counts, limit=limit, require_all=require_all)
+
+    return candidates_by_rarity(
+        terms, counts, common_documents=COMMON_TERM_DOCUMENTS, limit=limit, rank_matches=rank_matches
+    )
 
 
 class _ChunkScope:
