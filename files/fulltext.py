@@ -6,19 +6,20 @@ is the chunk's id, kept in sync by triggers, so every write path (ingestion, adm
 inserts, raw SQL) keeps the index current. Query words come from ``memory.fulltext.query_terms``
 (plain words, stop words dropped), so no user text ever reaches the query syntax.
 
-Candidates are the chunks holding any of the query's rarer words (as for memories, a word in
-thousands of chunks says little about which one is meant, and ranking every chunk holding it
-would make latency grow with the corpus), ranked by BM25: FTS5's ``bm25()`` on SQLite; on
+Candidates are the chunks holding any of the query's rarer words, chosen as memories are
+(``memory.fulltext.candidates_by_rarity``), ranked by BM25: FTS5's ``bm25()`` on SQLite; on
 PostgreSQL, whose ``ts_rank`` knows no document frequencies, BM25 with one occurrence per term
 and the idf from the scope's own counts.
 """
 
+import json
+import uuid
 from typing import Any
 
 from django.db import connection
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from memory.fulltext import inverse_document_frequency
+from memory.fulltext import candidates_by_rarity, inverse_document_frequency, uuid_parameter
 
 # A word held by this many of the scope's chunks is common: it only selects candidates when
 # the query has no rarer word.
@@ -100,38 +101,41 @@ def is_full_text_in_sync() -> bool:
 
 
 def text_candidates(
-    *, tenant_id_parameter: Any, file_ids_sql: tuple[str, list[Any]], terms: list[str], limit: int
+    *, tenant_id: uuid.UUID, file_ids: list[uuid.UUID], terms: list[str], limit: int
 ) -> list[tuple[int, float]]:
-    """(chunk id, relevance > 0) of the best ``limit`` matches, best first, ties by chunk id.
+    """(chunk id, relevance > 0) of the best ``limit`` matches in ``file_ids``, best first, ties by id.
 
-    ``file_ids_sql`` is a subquery (SQL, parameters) selecting the files searched; chunks are
-    also filtered by tenant, so the subquery alone never decides what another tenant sees.
+    Chunks are also filtered by tenant: the file list alone never decides what a tenant sees.
     """
-    if not terms or limit <= 0:
+    if not terms or not file_ids or limit <= 0:
         return []
-    scope = _ChunkScope(tenant_id_parameter, file_ids_sql)
+    scope = _ChunkScope(tenant_id, file_ids)
     counts = _term_document_counts(scope, terms)
-    present = [term for term in terms if counts[term] > 0]
-    rare = [term for term in present if counts[term] < COMMON_TERM_DOCUMENTS]
-    if rare:
-        return _ranked_matches(scope, rare, present, counts, limit=limit)
-    hits: list[tuple[int, float]] = []
-    if len(present) > 1:
-        hits = _ranked_matches(scope, present, present, counts, limit=limit, require_all=True)
-    if len(hits) < limit and present:
-        seen = {chunk_id for chunk_id, _ in hits}
-        more = _ranked_matches(scope, present, present, counts, limit=limit)
-        hits += [hit for hit in more if hit[0] not in seen][: limit - len(hits)]
-    return hits
+
+    def rank_matches(selecting: list[str], scoring: list[str], require_all: bool) -> list[tuple[int, float]]:
+        return _ranked_matches(scope, selecting, scoring, counts, limit=limit, require_all=require_all)
+
+    return candidates_by_rarity(
+        terms, counts, common_documents=COMMON_TERM_DOCUMENTS, limit=limit, rank_matches=rank_matches
+    )
 
 
 class _ChunkScope:
-    """The WHERE clause (over ``c``, the chunk) that every full-text query shares."""
+    """The WHERE clause (over ``c``, the chunk) that every full-text query shares.
 
-    def __init__(self, tenant_id_parameter: Any, file_ids_sql: tuple[str, list[Any]]) -> None:
-        subquery, subquery_parameters = file_ids_sql
-        self.sql = f"c.tenant_id = %s AND c.file_id IN ({subquery})"
-        self.parameters = [tenant_id_parameter, *subquery_parameters]
+    The files come as one array parameter, not a subquery: PostgreSQL estimated a knowledge
+    base's files at a few rows and probed the GIN index once per file, and a list of
+    placeholders would meet SQLite's limit on parameters.
+    """
+
+    def __init__(self, tenant_id: uuid.UUID, file_ids: list[uuid.UUID]) -> None:
+        file_id_values = [uuid_parameter(file_id) for file_id in file_ids]
+        if connection.vendor == "sqlite":
+            self.sql = "c.tenant_id = %s AND c.file_id IN (SELECT value FROM json_each(%s))"
+            self.parameters = [uuid_parameter(tenant_id), json.dumps(file_id_values)]
+        else:
+            self.sql = "c.tenant_id = %s AND c.file_id = ANY(%s::uuid[])"
+            self.parameters = [uuid_parameter(tenant_id), file_id_values]
 
 
 def _term_query(term: str) -> str:

@@ -22,10 +22,8 @@ import operator
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
-from django.db import connection
 from django.db.models import Q, QuerySet
 
 from files.conf import knowledge_setting
@@ -82,20 +80,22 @@ def search_passages(scope: SearchScope, query: str, *, limit: int = 5) -> list[P
     """The best ``limit`` passages in ``scope`` for ``query``, best first (see the module docstring)."""
     if limit <= 0 or scope.is_empty():
         return []
-    files = scope.files()
+    file_ids = list(scope.files().values_list("pk", flat=True))
+    if not file_ids:
+        return []
     pool = min(max(limit * 10, MIN_CANDIDATES), MAX_CANDIDATES)
     text_ranking = [
         chunk_id
         for chunk_id, _ in text_candidates(
-            tenant_id_parameter=_tenant_parameter(scope.tenant_id),
-            file_ids_sql=_subquery(files.values("pk")),
+            tenant_id=scope.tenant_id,
+            file_ids=file_ids,
             terms=query_terms(query),
             limit=pool,
         )
     ]
-    vector_ranking = _vector_ranking(scope, files, query=query, text_ranking=text_ranking, pool=pool)
+    vector_ranking = _vector_ranking(scope, file_ids, query=query, text_ranking=text_ranking, pool=pool)
     fused = reciprocal_rank_fusion([text_ranking, vector_ranking])[:limit]
-    return _passages(scope, files, fused)
+    return _passages(scope, file_ids, fused)
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[tuple[int, float]]:
@@ -110,7 +110,7 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = RRF_K)
 def embed_chunks(chunks: list[Chunk]) -> None:
     """Fill ``embedding`` and ``embedding_model`` of ``chunks`` with the configured backend.
 
-    Saved chunks are updated in one statement; unsaved ones are filled for the caller's insert.
+    Saved chunks are updated in bulk; unsaved ones are filled for the caller's insert.
     No backend, or a failing one (logged), leaves them empty: full text still finds them.
     """
     backend = embedding_backend()
@@ -127,17 +127,8 @@ def embed_chunks(chunks: list[Chunk]) -> None:
         Chunk.objects.bulk_update(saved, ["embedding", "embedding_model"])
 
 
-def _tenant_parameter(tenant_id: UUID) -> Any:
-    return Chunk._meta.get_field("tenant").get_db_prep_value(tenant_id, connection)
-
-
-def _subquery(queryset: QuerySet[Any, Any]) -> tuple[str, list[Any]]:
-    sql, parameters = queryset.query.get_compiler(connection=connection).as_sql()
-    return sql, list(parameters)
-
-
 def _vector_ranking(
-    scope: SearchScope, files: QuerySet[StoredFile], *, query: str, text_ranking: list[int], pool: int
+    scope: SearchScope, file_ids: list[UUID], *, query: str, text_ranking: list[int], pool: int
 ) -> list[int]:
     """Chunk ids by cosine similarity with the query, best first (ties by id); [] without vectors."""
     backend = embedding_backend()
@@ -149,7 +140,7 @@ def _vector_ranking(
     query_vector = array("f", vectors[0])
     similarities = {
         chunk_id: _similarity(query_vector, embedding)
-        for chunk_id, embedding in _stored_vectors(scope, files, backend, text_ranking)
+        for chunk_id, embedding in _stored_vectors(scope, file_ids, backend, text_ranking)
     }
     ranked = sorted(
         (chunk_id for chunk_id, similarity in similarities.items() if similarity > VECTOR_MIN_SIMILARITY),
@@ -159,18 +150,20 @@ def _vector_ranking(
 
 
 def _stored_vectors(
-    scope: SearchScope, files: QuerySet[StoredFile], backend: EmbeddingBackend, text_ranking: list[int]
+    scope: SearchScope, file_ids: list[UUID], backend: EmbeddingBackend, text_ranking: list[int]
 ) -> list[tuple[int, bytes]]:
     """The scope's most recent embedded chunks, bounded by the scan limit, plus the text hits."""
     embedded = Chunk.objects.filter(
-        tenant_id=scope.tenant_id, file__in=files, embedding_model=backend.name, embedding__isnull=False
+        tenant_id=scope.tenant_id, file_id__in=file_ids, embedding_model=backend.name, embedding__isnull=False
     )
     scan_limit = int(knowledge_setting("KNOWLEDGE_VECTOR_SCAN_LIMIT"))
-    rows = list(embedded.order_by("-id").values_list("id", "embedding")[:scan_limit])
+    # The most recent ids are chosen in a subquery, so the database sorts ids, not vectors.
+    recent_ids = embedded.order_by("-id").values("id")[:scan_limit]
+    rows = list(embedded.filter(pk__in=recent_ids).order_by().values_list("id", "embedding"))
     seen = {chunk_id for chunk_id, _ in rows}
     missing = [chunk_id for chunk_id in text_ranking if chunk_id not in seen]
     if missing:
-        rows.extend(embedded.filter(pk__in=missing).values_list("id", "embedding"))
+        rows.extend(embedded.filter(pk__in=missing).order_by().values_list("id", "embedding"))
     return [(chunk_id, bytes(embedding)) for chunk_id, embedding in rows if embedding is not None]
 
 
@@ -187,13 +180,11 @@ def _similarity(query_vector: "array[float]", embedding: bytes) -> float:
     return float(sum(map(operator.mul, query_vector, stored)))
 
 
-def _passages(
-    scope: SearchScope, files: QuerySet[StoredFile], fused: list[tuple[int, float]]
-) -> list[Passage]:
+def _passages(scope: SearchScope, file_ids: list[UUID], fused: list[tuple[int, float]]) -> list[Passage]:
     # The scope is applied again: what reaches the caller never depends on the raw SQL alone.
     chunks = (
         Chunk.objects.filter(
-            pk__in=[chunk_id for chunk_id, _ in fused], tenant_id=scope.tenant_id, file__in=files
+            pk__in=[chunk_id for chunk_id, _ in fused], tenant_id=scope.tenant_id, file_id__in=file_ids
         )
         .select_related("file")
         .only("id", "file_id", "file__name", "page", "heading", "text")

@@ -15,8 +15,9 @@ import math
 import operator
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
@@ -41,6 +42,8 @@ STOP_WORD_TEXT = """
     whom why will with would you your yours yourself yourselves tell know remember please does
     """
 STOP_WORDS = frozenset(STOP_WORD_TEXT.split())
+# What a full-text index returns for a document: a memory's UUID, a chunk's integer id.
+Key = TypeVar("Key")
 
 SQLITE_TABLE = "memory_fts"
 SQLITE_INSTALL = [
@@ -175,13 +178,13 @@ class MemoryScope:
         return condition
 
 
-def _uuid_parameter(value: uuid.UUID) -> Any:
+def uuid_parameter(value: uuid.UUID) -> Any:
     return models.UUIDField().get_db_prep_value(value, connection, prepared=False)
 
 
 def _scope_sql(scope: MemoryScope) -> tuple[str, list[Any]]:
     clauses = ["m.tenant_id = %s", "m.agent_id = %s"]
-    parameters: list[Any] = [_uuid_parameter(scope.tenant_id), _uuid_parameter(scope.agent_id)]
+    parameters: list[Any] = [uuid_parameter(scope.tenant_id), uuid_parameter(scope.agent_id)]
     clauses.append(f"m.status IN ({', '.join(['%s'] * len(scope.statuses))})")
     parameters.extend(scope.statuses)
     if scope.types:
@@ -227,26 +230,51 @@ def text_candidates(
 ) -> list[tuple[uuid.UUID, float]]:
     """(memory id, relevance > 0) of the best matches, ordered by relevance * importance weight.
 
-    Candidates are the memories holding any of the query's rarer words: a word in hundreds
-    of memories tells little about which one is meant, and ranking every memory that holds
-    it would make latency grow with the agent's memory. When every word is that common,
-    memories holding all of them come first, then a bounded sample of those holding any.
+    Candidates are the memories holding any of the query's rarer words (``candidates_by_rarity``).
     """
     if not terms or not scope.statuses:
         return []
     counts = term_document_counts(scope, terms)
-    present = [term for term in terms if counts[term] > 0]
-    rare = [term for term in present if counts[term] < COMMON_TERM_DOCUMENTS]
-    if rare:
-        return _ranked_matches(scope, rare, present, counts, limit=limit, floor=importance_floor)
-    hits = []
-    if len(present) > 1:
-        hits = _ranked_matches(
-            scope, present, present, counts, require_all=True, limit=limit, floor=importance_floor
+
+    def rank_matches(
+        selecting: list[str], scoring: list[str], require_all: bool
+    ) -> list[tuple[uuid.UUID, float]]:
+        return _ranked_matches(
+            scope, selecting, scoring, counts, limit=limit, floor=importance_floor, require_all=require_all
         )
+
+    return candidates_by_rarity(
+        terms, counts, common_documents=COMMON_TERM_DOCUMENTS, limit=limit, rank_matches=rank_matches
+    )
+
+
+def candidates_by_rarity(
+    terms: list[str],
+    counts: dict[str, int],
+    *,
+    common_documents: int,
+    limit: int,
+    rank_matches: Callable[[list[str], list[str], bool], list[tuple[Key, float]]],
+) -> list[tuple[Key, float]]:
+    """The best ``limit`` documents holding the query's rarer words, ranked by all its words.
+
+    A word in ``common_documents`` or more documents tells little about which one is meant, and
+    ranking every document that holds it would make latency grow with the collection. When every
+    word is that common, documents holding all of them come first, then a bounded sample of
+    those holding any. ``rank_matches(selecting, scoring, require_all)`` ranks the documents
+    holding any (or all) of ``selecting`` by every ``scoring`` word; shared by the memory and
+    knowledge indexes.
+    """
+    present = [term for term in terms if counts[term] > 0]
+    rare = [term for term in present if counts[term] < common_documents]
+    if rare:
+        return rank_matches(rare, present, False)
+    hits: list[tuple[Key, float]] = []
+    if len(present) > 1:
+        hits = rank_matches(present, present, True)
     if len(hits) < limit and present:
-        seen = {memory_id for memory_id, _ in hits}
-        more = _ranked_matches(scope, present, present, counts, limit=limit, floor=importance_floor)
+        seen = {key for key, _ in hits}
+        more = rank_matches(present, present, False)
         hits += [hit for hit in more if hit[0] not in seen][: limit - len(hits)]
     return hits
 
