@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import io
 import multiprocessing
 import os
@@ -145,10 +144,6 @@ def pdf_bytes(page_texts: list[str]) -> bytes:
     return bytes(pdf.output())
 
 
-def is_extraction_available() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in ("files.extraction", "files.chunking"))
-
-
 def make_file(tenant: Any, name: str, *, content: bytes = b"x") -> Any:
     from django.core.files.base import ContentFile
 
@@ -166,27 +161,12 @@ def make_file(tenant: Any, name: str, *, content: bytes = b"x") -> Any:
     )
 
 
-def chunks_of_pages(page_texts: list[str], target: int = 1200) -> list[tuple[str, int]]:
-    """(text, page) at sentence boundaries: what the chunker does when it is not in the tree."""
-    chunks = []
-    for page, text in enumerate(page_texts, start=1):
-        current = ""
-        for sentence in text.split(". "):
-            if current and len(current) + len(sentence) > target:
-                chunks.append((current, page))
-                current = ""
-            current = f"{current}{sentence}. " if current else f"{sentence}. "
-        chunks.append((current.strip(), page))
-    return chunks
-
-
-def measure_ingest(
-    tenant: Any, documents: Documents, *, pages: int, repeats: int
-) -> tuple[list[float], int, bool]:
-    """Seconds per ingest of a ``pages``-page PDF: extraction + chunking + insert, or insert only."""
+def measure_ingest(tenant: Any, documents: Documents, *, pages: int, repeats: int) -> tuple[list[float], int]:
+    """Seconds per ingest of a ``pages``-page PDF: extraction, chunking and the chunks' insert."""
+    from files.chunking import chunk_sections
+    from files.extraction import extract_sections
     from files.models import Chunk
 
-    with_extraction = is_extraction_available()
     page_texts = [documents.chunk(sentences=24) for _ in range(pages)]
     content = pdf_bytes(page_texts)
     timings = []
@@ -194,21 +174,15 @@ def measure_ingest(
     for repeat in range(repeats):
         stored_file = make_file(tenant, f"ingest-{repeat}.pdf", content=content)
         started = time.perf_counter()
-        if with_extraction:
-            from files.chunking import chunk_sections
-            from files.extraction import extract_sections
-
-            sections = extract_sections(io.BytesIO(content), "application/pdf")
-            located = [(chunk.text, chunk.page) for chunk in chunk_sections(sections)]
-        else:
-            located = chunks_of_pages(page_texts)
+        sections = extract_sections(io.BytesIO(content), "application/pdf")
+        located = [(chunk.text, chunk.page) for chunk in chunk_sections(sections)]
         Chunk.objects.bulk_create(
             Chunk(tenant=tenant, file=stored_file, ordinal=ordinal, text=text, page=page)
             for ordinal, (text, page) in enumerate(located)
         )
         timings.append(time.perf_counter() - started)
         chunk_count = len(located)
-    return timings, chunk_count, with_extraction
+    return timings, chunk_count
 
 
 def _embed(text: str) -> bytes:
@@ -369,7 +343,7 @@ def measure_all(arguments: argparse.Namespace) -> dict[str, Any]:
     documents = Documents(arguments.seed)
     tenants = [Tenant.objects.create(slug=f"bench-{index}", name=f"Bench {index}") for index in range(3)]
     log("ingest: generating a 100-page PDF…")
-    ingest, ingest_chunks, with_extraction = measure_ingest(tenants[2], documents, pages=100, repeats=3)
+    ingest, ingest_chunks = measure_ingest(tenants[2], documents, pages=100, repeats=3)
     Chunk.objects.filter(file__name__startswith="ingest-").delete()
     chunks_per_file = arguments.chunks // sum(TENANT_FILE_COUNTS)
     log(f"inserting {chunks_per_file * sum(TENANT_FILE_COUNTS):,} chunks in {sum(TENANT_FILE_COUNTS)} files…")
@@ -399,7 +373,6 @@ def measure_all(arguments: argparse.Namespace) -> dict[str, Any]:
         "searched_chunks": Chunk.objects.filter(tenant=tenants[0]).count(),
         "ingest_seconds": median(ingest),
         "ingest_chunks": ingest_chunks,
-        "with_extraction": with_extraction,
         "full_text": full_text,
         "hybrid": hybrid,
         "facts": len(facts),
@@ -411,11 +384,7 @@ def print_table(
 ) -> None:
     print(f"knowledge search, {label}, commit {git_commit()}, {arguments.queries} queries, limit 5")
     print(f"load average {load_before:.2f} before, {load_average():.2f} after ({os.cpu_count()} CPUs)")
-    what = (
-        "extraction + chunking + insert"
-        if result["with_extraction"]
-        else "chunk insert only (files.extraction is not in this tree)"
-    )
+    what = "extraction + chunking + insert"
     seconds = result["ingest_seconds"]
     print(
         f"\ningest of a 100-page PDF ({result['ingest_chunks']} chunks), {what}: {seconds:.2f} s, median of 3"
