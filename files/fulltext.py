@@ -17,8 +17,8 @@ import uuid
 from typing import Any
 
 from django.db import connection
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
+from core.fulltext_index import FullTextIndex
 from memory.fulltext import candidates_by_rarity, inverse_document_frequency, uuid_parameter
 
 # A word held by this many of the scope's chunks is common: it only selects candidates when
@@ -27,77 +27,7 @@ COMMON_TERM_DOCUMENTS = 500
 # The most matches one query ranks (reached only when every word of the query is common).
 MAX_RANKED_MATCHES = 3000
 
-SQLITE_INSTALL = [
-    "CREATE VIRTUAL TABLE IF NOT EXISTS files_chunk_fts USING fts5("
-    "content, tokenize = 'porter unicode61 remove_diacritics 2')",
-    """CREATE TRIGGER IF NOT EXISTS files_chunk_fts_insert AFTER INSERT ON files_chunk BEGIN
-        INSERT INTO files_chunk_fts(rowid, content) VALUES (new.id, new.text);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS files_chunk_fts_delete AFTER DELETE ON files_chunk BEGIN
-        DELETE FROM files_chunk_fts WHERE rowid = old.id;
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS files_chunk_fts_update AFTER UPDATE OF text, id ON files_chunk
-    WHEN old.text IS NOT new.text OR old.id IS NOT new.id BEGIN
-        DELETE FROM files_chunk_fts WHERE rowid = old.id;
-        INSERT INTO files_chunk_fts(rowid, content) VALUES (new.id, new.text);
-    END""",
-]
-SQLITE_REBUILD = [
-    "DELETE FROM files_chunk_fts",
-    "INSERT INTO files_chunk_fts(rowid, content) SELECT id, text FROM files_chunk",
-]
-SQLITE_UNINSTALL = [
-    "DROP TRIGGER IF EXISTS files_chunk_fts_insert",
-    "DROP TRIGGER IF EXISTS files_chunk_fts_delete",
-    "DROP TRIGGER IF EXISTS files_chunk_fts_update",
-    "DROP TABLE IF EXISTS files_chunk_fts",
-]
-SQLITE_TRIGGERS = ("files_chunk_fts_insert", "files_chunk_fts_delete", "files_chunk_fts_update")
-
-# A generated column depends on ``text``: a later migration that changes that column's type
-# must drop this column first and call ``install_full_text`` again.
-POSTGRES_INSTALL = [
-    "ALTER TABLE files_chunk ADD COLUMN IF NOT EXISTS search_vector tsvector "
-    "GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED",
-    # Without fastupdate, every search would also scan the index's pending list of recent
-    # inserts (up to 4 MB until a vacuum): chunks are written once and searched often.
-    "CREATE INDEX IF NOT EXISTS files_chunk_search_vector ON files_chunk USING GIN (search_vector) "
-    "WITH (fastupdate = off)",
-]
-POSTGRES_UNINSTALL = [
-    "DROP INDEX IF EXISTS files_chunk_search_vector",
-    "ALTER TABLE files_chunk DROP COLUMN IF EXISTS search_vector",
-]
-
-
-def install_full_text(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Create the index and what keeps it in sync, then fill it (idempotent).
-
-    On SQLite, a migration that rebuilds ``files_chunk`` (most field changes do) drops its
-    triggers: such a migration must call this again.
-    """
-    vendor = schema_editor.connection.vendor
-    statements = {"sqlite": SQLITE_INSTALL + SQLITE_REBUILD, "postgresql": POSTGRES_INSTALL}.get(vendor)
-    if statements is None:
-        raise NotImplementedError(f"knowledge full-text search supports SQLite and PostgreSQL, not {vendor}")
-    for statement in statements:
-        schema_editor.execute(statement)
-
-
-def uninstall_full_text(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    vendor = schema_editor.connection.vendor
-    for statement in {"sqlite": SQLITE_UNINSTALL, "postgresql": POSTGRES_UNINSTALL}.get(vendor, []):
-        schema_editor.execute(statement)
-
-
-def is_full_text_in_sync() -> bool:
-    """False when SQLite's triggers are missing (a table rebuild dropped them)."""
-    if connection.vendor != "sqlite":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'files_chunk'")
-        names = {row[0] for row in cursor.fetchall()}
-    return names.issuperset(SQLITE_TRIGGERS)
+FULL_TEXT = FullTextIndex(table="files_chunk", column="text", key="id", prefix="files_chunk")
 
 
 def text_candidates(

@@ -1,10 +1,9 @@
 """Full-text search over memories, one implementation per database.
 
-PostgreSQL: a generated ``tsvector`` column (english configuration) with a GIN index,
-ranked with ``ts_rank``. SQLite: an FTS5 table (porter stemmer) whose rowid is the
-memory's ``search_rowid``, kept in sync by triggers, ranked with ``bm25``. Triggers and a
-generated column keep the index current on every write path (services, admin, bulk
-inserts, raw SQL), which Django signals would not.
+The index (``FULL_TEXT``, see ``core.fulltext_index``): PostgreSQL's generated ``tsvector``
+column with a GIN index, or SQLite's FTS5 table whose rowid is the memory's ``search_rowid``.
+Ranked with BM25: FTS5's ``bm25`` on SQLite, an approximation from the scope's counts on
+PostgreSQL.
 
 Queries are reduced to plain words joined by OR, so a memory that shares some of the
 query's words still counts, and no user text ever reaches the query syntax.
@@ -20,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import connection, models
-from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+
+from core.fulltext_index import FullTextIndex
 
 MAX_QUERY_TERMS = 32
 # A word held by this many of the agent's memories is common: it only selects candidates
@@ -45,87 +45,7 @@ STOP_WORDS = frozenset(STOP_WORD_TEXT.split())
 # What a full-text index returns for a document: a memory's UUID, a chunk's integer id.
 Key = TypeVar("Key")
 
-SQLITE_TABLE = "memory_fts"
-SQLITE_INSTALL = [
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
-    "content, tokenize = 'porter unicode61 remove_diacritics 2')",
-    """CREATE TRIGGER IF NOT EXISTS memory_fts_insert AFTER INSERT ON memory_memory BEGIN
-        INSERT INTO memory_fts(rowid, content) VALUES (new.search_rowid, new.content);
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS memory_fts_delete AFTER DELETE ON memory_memory BEGIN
-        DELETE FROM memory_fts WHERE rowid = old.search_rowid;
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS memory_fts_update AFTER UPDATE OF content, search_rowid ON memory_memory
-    WHEN old.content IS NOT new.content OR old.search_rowid IS NOT new.search_rowid BEGIN
-        DELETE FROM memory_fts WHERE rowid = old.search_rowid;
-        INSERT INTO memory_fts(rowid, content) VALUES (new.search_rowid, new.content);
-    END""",
-]
-SQLITE_REBUILD = [
-    "DELETE FROM memory_fts",
-    "INSERT INTO memory_fts(rowid, content) SELECT search_rowid, content FROM memory_memory",
-]
-SQLITE_UNINSTALL = [
-    "DROP TRIGGER IF EXISTS memory_fts_insert",
-    "DROP TRIGGER IF EXISTS memory_fts_delete",
-    "DROP TRIGGER IF EXISTS memory_fts_update",
-    "DROP TABLE IF EXISTS memory_fts",
-]
-SQLITE_TRIGGERS = ("memory_fts_insert", "memory_fts_delete", "memory_fts_update")
-
-# A generated column depends on ``content``: a later migration that changes that column's
-# type must drop this column first and call ``install_full_text`` again.
-POSTGRES_INSTALL = [
-    "ALTER TABLE memory_memory ADD COLUMN IF NOT EXISTS search_vector tsvector "
-    "GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED",
-    # Without fastupdate, every search would also scan the index's pending list of recent
-    # inserts (up to 4 MB until a vacuum): memories are read far more often than written.
-    "CREATE INDEX IF NOT EXISTS memory_search_vector ON memory_memory USING GIN (search_vector) "
-    "WITH (fastupdate = off)",
-]
-POSTGRES_UNINSTALL = [
-    "DROP INDEX IF EXISTS memory_search_vector",
-    "ALTER TABLE memory_memory DROP COLUMN IF EXISTS search_vector",
-]
-
-
-def install_full_text(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    """Create the index and what keeps it in sync, then fill it (idempotent).
-
-    On SQLite, a migration that rebuilds ``memory_memory`` (most field changes do) drops
-    its triggers: such a migration must call this again (``manage.py memory_reindex`` too).
-    """
-    vendor = schema_editor.connection.vendor
-    statements = {"sqlite": SQLITE_INSTALL + SQLITE_REBUILD, "postgresql": POSTGRES_INSTALL}.get(vendor)
-    if statements is None:
-        raise NotImplementedError(f"memory full-text search supports SQLite and PostgreSQL, not {vendor}")
-    for statement in statements:
-        schema_editor.execute(statement)
-
-
-def uninstall_full_text(schema_editor: BaseDatabaseSchemaEditor) -> None:
-    vendor = schema_editor.connection.vendor
-    for statement in {"sqlite": SQLITE_UNINSTALL, "postgresql": POSTGRES_UNINSTALL}.get(vendor, []):
-        schema_editor.execute(statement)
-
-
-def rebuild_full_text() -> None:
-    """Reinstall the SQLite triggers and refill the index from the memories (a no-op on PostgreSQL)."""
-    if connection.vendor != "sqlite":
-        return
-    with connection.cursor() as cursor:
-        for statement in SQLITE_INSTALL + SQLITE_REBUILD:
-            cursor.execute(statement)
-
-
-def is_full_text_in_sync() -> bool:
-    """False when SQLite's triggers are missing (a table rebuild dropped them)."""
-    if connection.vendor != "sqlite":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'memory_memory'")
-        names = {row[0] for row in cursor.fetchall()}
-    return names.issuperset(SQLITE_TRIGGERS)
+FULL_TEXT = FullTextIndex(table="memory_memory", column="content", key="search_rowid", prefix="memory")
 
 
 def query_terms(text: str) -> list[str]:

@@ -7,15 +7,15 @@ from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
-from memory.fulltext import install_full_text, uninstall_full_text
+from memory.fulltext import FULL_TEXT
 
 
 def install(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    install_full_text(schema_editor)
+    FULL_TEXT.install(schema_editor)
 
 
 def uninstall(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
-    uninstall_full_text(schema_editor)
+    FULL_TEXT.uninstall(schema_editor)
 
 
 class Migration(migrations.Migration):

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from agents.models import Agent
-from memory.fulltext import is_full_text_in_sync, rebuild_full_text
+from memory.fulltext import FULL_TEXT
 from memory.models import Memory, MemoryStatus, MemoryType
 from memory.retrieval import CONTEXT_INTRO, memories_for_context, search_memories
 from memory.services import memory_update
@@ -171,14 +171,14 @@ def test_the_index_follows_edits_and_deletes(cast: Cast, agent: Agent) -> None:
 def test_sqlite_index_can_be_rebuilt_after_a_table_rebuild_dropped_its_triggers(
     cast: Cast, agent: Agent
 ) -> None:
-    assert is_full_text_in_sync()
+    assert FULL_TEXT.is_in_sync()
     with connection.cursor() as cursor:
         cursor.execute("DROP TRIGGER memory_fts_insert")
-    assert not is_full_text_in_sync()
+    assert not FULL_TEXT.is_in_sync()
     make_memory(agent=agent, content="The user grows tomatoes on the balcony.")
     assert _search(cast, agent, "tomatoes", now=None) == []
-    rebuild_full_text()
-    assert is_full_text_in_sync()
+    FULL_TEXT.rebuild()
+    assert FULL_TEXT.is_in_sync()
     assert [content for content, _ in _search(cast, agent, "tomatoes", now=None)] == [
         "The user grows tomatoes on the balcony."
     ]

@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from memory.embeddings import embed_or_none, embedding_backend
-from memory.fulltext import rebuild_full_text
+from memory.fulltext import FULL_TEXT
 from memory.models import Memory
 
 BATCH = 64
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        rebuild_full_text()
+        FULL_TEXT.rebuild()
         self.stdout.write("Full-text index rebuilt.")
         if options["embeddings"]:
             self.stdout.write(f"{self._reembed()} memories re-embedded.")
