@@ -76,6 +76,7 @@ def phases() -> list[Phase]:
     import sessions.execution
     import sessions.lane
     import sessions.recorder
+    import sessions.run_end
     import sessions.selectors
     import sessions.services
     import sessions.tasks
@@ -102,7 +103,7 @@ def phases() -> list[Phase]:
         Phase("model SDK request and stream", 1, AnthropicModelClient.stream),
         Phase("steps complete", 1, recorder.complete_step),
         Phase("answers stored", 1, recorder.append_message),
-        Phase("run's end", 1, sessions.execution.run_finish),
+        Phase("run's end", 1, sessions.run_end.run_finish),
         Phase("lane's next run", 1, sessions.tasks.run_dispatch_next),
         Phase("(events stored, within the above)", 1, sessions.events._store),
     ]

@@ -16,7 +16,7 @@ from billing.pricing import credits_text
 if TYPE_CHECKING:
     from sessions.models import Run, Step
 
-# Keys of a run's stored tree usage (sessions.execution) that hold its tree's cost.
+# Keys of a run's stored tree usage (sessions.run_end) that hold its tree's cost.
 TREE_COST_KEYS = ("cost_micros", "model_calls", "unpriced_model_calls")
 
 

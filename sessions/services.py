@@ -16,7 +16,6 @@ from files.selectors import session_has_searchable_files
 from files.services import attachment_block, attachments_for_message
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
 from sessions.events import emit_event
-from sessions.execution import run_finish
 from sessions.models import (
     IdempotencyRecord,
     Message,
@@ -28,6 +27,7 @@ from sessions.models import (
     ToolApproval,
 )
 from sessions.planning.delivery import run_is_waiting_on_children
+from sessions.run_end import run_finish
 from sessions.run_host import run_stop_notify
 from sessions.selectors import LaneState, lane_state_for
 from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition

@@ -13,9 +13,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
-from sessions.execution import run_finish
 from sessions.models import ApprovalStatus, Run, RunStatus, StopReason, ToolApproval
 from sessions.planning.delivery import parent_resume_when_children_done, waiting_parent_ids
+from sessions.run_end import run_finish
 from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
 from sessions.tasks import run_dispatch_next
 

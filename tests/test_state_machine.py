@@ -13,10 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from agents.models import PlanningMode
 from agents.runtime.types import ChatMessage, Usage
 from sessions.events import emit_event, events_batched, flush_batched_events, new_event
-from sessions.execution import run_finish
 from sessions.lane import run_claim
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.recorder import DjangoRunRecorder
+from sessions.run_end import run_finish
 from sessions.run_host import RunHandle, new_lease_owner
 from sessions.state import (
     RUN_TRANSITIONS,
