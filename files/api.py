@@ -17,6 +17,7 @@ from core.api.parsers import JSONParser
 from core.api.schema import ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
 from files.models import FilePurpose, FileStatus, KnowledgeBase, StoredFile
+from files.previews import file_preview
 from files.search import SearchScope, search_passages
 from files.selectors import (
     document_get,
@@ -28,6 +29,7 @@ from files.selectors import (
 )
 from files.serializers import (
     DocumentUploadSerializer,
+    FilePreviewSerializer,
     FileUploadSerializer,
     KnowledgeBaseSerializer,
     KnowledgeDocumentSerializer,
@@ -85,12 +87,13 @@ def download_response(stored: StoredFile) -> FileResponse:
 
 class FileFilter(StrictFilterSet):
     session = filters.UUIDFilter(field_name="session_id")
+    run = filters.UUIDFilter(field_name="run_id", help_text="An artifact's run.")
     purpose = filters.ChoiceFilter(choices=FilePurpose.choices)
     status = filters.ChoiceFilter(choices=FileStatus.choices)
 
     class Meta:
         model = StoredFile
-        fields = ["session", "purpose", "status"]
+        fields = ["session", "run", "purpose", "status"]
 
 
 @extend_schema_view(
@@ -138,6 +141,15 @@ class FileViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
     @action(detail=True, methods=["get"])
     def download(self, request: Request, pk: str | None = None) -> FileResponse:
         return download_response(file_get_for_actor(actor=self.actor, file_id=pk or ""))
+
+    @extend_schema(
+        summary="Preview a file: a CSV's first rows, a text's first characters",
+        responses=FilePreviewSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def preview(self, request: Request, pk: str | None = None) -> Response:
+        stored = file_get_for_actor(actor=self.actor, file_id=pk or "")
+        return Response(FilePreviewSerializer(file_preview(stored)).data)
 
 
 @extend_schema_view(

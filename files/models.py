@@ -34,16 +34,22 @@ class FileStatus(models.TextChoices):
 class FilePurpose(models.TextChoices):
     ATTACHMENT = "attachment", "Attached to a conversation"
     KNOWLEDGE = "knowledge", "Document of a knowledge base"
+    ARTIFACT = "artifact", "Made by a tool during a run"
 
 
 class StoredFile(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     purpose = models.CharField(max_length=20, choices=FilePurpose.choices)
-    # Attachments belong to a session and go with it.
+    # Attachments and artifacts belong to a session and go with it.
     session = models.ForeignKey(
         Session, on_delete=models.CASCADE, null=True, blank=True, related_name="files"
     )
+    # An artifact's run, and the tool call (the run's step with this id) that made it.
+    run = models.ForeignKey(
+        "agent_sessions.Run", on_delete=models.CASCADE, null=True, blank=True, related_name="artifacts"
+    )
+    tool_call_id = models.CharField(max_length=200, blank=True)
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

@@ -8,6 +8,9 @@ from files.models import KnowledgeBase, KnowledgeDocument, StoredFile
 
 class StoredFileSerializer(serializers.ModelSerializer):
     session = serializers.UUIDField(source="session_id", read_only=True, allow_null=True)
+    run = serializers.UUIDField(
+        source="run_id", read_only=True, allow_null=True, help_text="The run that made an artifact."
+    )
     knowledge_base = serializers.SerializerMethodField()
     download_url = serializers.SerializerMethodField(help_text="Needs the same credentials as this API.")
 
@@ -28,6 +31,8 @@ class StoredFileSerializer(serializers.ModelSerializer):
             "width",
             "height",
             "session",
+            "run",
+            "tool_call_id",
             "knowledge_base",
             "download_url",
             "created_at",
@@ -95,3 +100,26 @@ class PassageSerializer(serializers.Serializer):
     heading = serializers.CharField()
     text = serializers.CharField()
     score = serializers.FloatField()
+
+
+class ArtifactSerializer(serializers.Serializer):
+    """A file a tool made during a run (``files.artifacts.artifact_data``)."""
+
+    file_id = serializers.UUIDField()
+    name = serializers.CharField()
+    content_type = serializers.CharField()
+    size = serializers.IntegerField()
+    download_url = serializers.CharField(help_text="Needs the same credentials as this API.")
+
+
+class FilePreviewSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=["image", "csv", "text", "none"],
+        help_text="image: show the download inline; none: nothing to preview, download only.",
+    )
+    rows = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField(allow_blank=True)),
+        help_text="A CSV's first rows (at most 10, 20 columns, 200 characters a cell).",
+    )
+    text = serializers.CharField(allow_blank=True, help_text="A text's first 2,000 characters.")
+    is_truncated = serializers.BooleanField(help_text="The file holds more than the preview shows.")

@@ -9,12 +9,13 @@ extracted in the background (``files.tasks``) and ends ``ready`` or ``failed`` w
 import hashlib
 import os
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import IO, Any, BinaryIO, cast
 from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -62,7 +63,7 @@ def clean_file_name(raw: str) -> str:
     return name or "unnamed"
 
 
-def _sha256_of(upload: IO[bytes]) -> str:
+def sha256_of(upload: IO[bytes]) -> str:
     digest = hashlib.sha256()
     upload.seek(0)
     for block in iter(lambda: upload.read(HASH_BLOCK_BYTES), b""):
@@ -71,7 +72,8 @@ def _sha256_of(upload: IO[bytes]) -> str:
     return digest.hexdigest()
 
 
-def _check_size(*, tenant_id: UUID, size: int) -> None:
+def check_file_size(*, tenant_id: UUID, size: int) -> None:
+    """Refuse an empty file, one over the upload limit, and one the team has no room left for."""
     if size == 0:
         raise ValidationError({"file": ["The file is empty."]})
     limit = settings.FILES_MAX_UPLOAD_BYTES
@@ -104,7 +106,7 @@ def file_upload(
             raise ValidationError({"session": ["Attachments belong to a session."]})
         _require_session_poster(actor, session)
     name = clean_file_name(upload.name or "")
-    _check_size(tenant_id=actor.tenant.pk, size=upload.size or 0)
+    check_file_size(tenant_id=actor.tenant.pk, size=upload.size or 0)
     content_type = _detected_type(upload, name)
     stored = StoredFile(
         tenant=actor.tenant,
@@ -114,17 +116,30 @@ def file_upload(
         name=name,
         content_type=content_type,
         size=upload.size or 0,
-        sha256=_sha256_of(upload),
+        sha256=sha256_of(upload),
     )
     if is_image(content_type):
         stored.width, stored.height = _checked_image_size(upload, name)
         stored.status = FileStatus.READY
-    stored.blob.save(name, upload, save=False)
+
+    def queue_document() -> None:
+        if stored.status == FileStatus.QUEUED:
+            transaction.on_commit(lambda: _queue_processing(stored.pk))
+
+    return stored_file_save(stored=stored, content=upload, in_transaction=queue_document)
+
+
+def stored_file_save(
+    *, stored: StoredFile, content: IO[bytes], in_transaction: Callable[[], None] | None = None
+) -> StoredFile:
+    """Write the bytes to the default storage, then insert the row (with ``in_transaction``'s
+    writes in its transaction); when the insert fails, the bytes are deleted again."""
+    stored.blob.save(stored.name, content if isinstance(content, File) else File(content), save=False)
     try:
         with transaction.atomic():
             stored.save(force_insert=True)
-            if stored.status == FileStatus.QUEUED:
-                transaction.on_commit(lambda: _queue_processing(stored.pk))
+            if in_transaction is not None:
+                in_transaction()
     except Exception:
         stored.blob.delete(save=False)  # the row is not there: neither are the bytes
         raise

@@ -1,4 +1,4 @@
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -18,7 +18,9 @@ from core.api.errors import error_body
 from core.api.filters import StrictFilterSet
 from core.api.schema import ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
+from files.artifacts import artifacts_by_message
 from files.citations import citations_by_run, citing_run_ids
+from files.models import FilePurpose, StoredFile
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
     events_for_run,
@@ -171,7 +173,10 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     def messages(self, request: Request, pk: str | None = None) -> Response:
         if request.method == "GET":
             page = self.paginate_queryset(message_list_for_session(session=self.get_object())) or []
-            context = {"citations": citations_by_run(citing_run_ids(page))}
+            context = {
+                "citations": citations_by_run(citing_run_ids(page)),
+                "artifacts": artifacts_by_message(page),
+            }
             return self.get_paginated_response(MessageSerializer(page, many=True, context=context).data)
         session = session_get_for_posting(actor=self.actor, session_id=pk or "")
         self.check_object_permissions(request, session)
@@ -217,7 +222,10 @@ class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
     required_roles = {"cancel": Role.MEMBER, "retry": Role.MEMBER, "approve": Role.MEMBER}
 
     def get_queryset(self) -> QuerySet[Run]:
-        return run_list_for_actor(actor=self.actor).prefetch_related("steps", "approvals__decided_by")
+        artifacts = StoredFile.objects.filter(purpose=FilePurpose.ARTIFACT).defer("text")
+        return run_list_for_actor(actor=self.actor).prefetch_related(
+            "steps", "approvals__decided_by", Prefetch("artifacts", queryset=artifacts)
+        )
 
     @extend_schema(
         summary="The run's events after a sequence number",

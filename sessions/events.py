@@ -48,6 +48,7 @@ EVENT_TYPES = frozenset(
         "compaction",
         "usage",
         "error",
+        "artifact.created",
     }
 )
 

@@ -5,7 +5,10 @@ from rest_framework import serializers
 
 from billing.costs import calls_cost, run_cost, run_tree_cost, step_cost
 from core.api.serializers import FieldsBuiltOnce, StrictSerializer, not_blank
+from files.artifacts import artifact_data, artifacts_by_message
 from files.citations import citations_for_text, cited_in
+from files.models import FilePurpose
+from files.serializers import ArtifactSerializer
 from sessions.events import event_envelope
 from sessions.models import (
     Message,
@@ -115,6 +118,12 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     citations = serializers.SerializerMethodField(
         help_text="The passages the answer cites by number ([1], [2]…), from file_search."
     )
+    # Messages have no such attribute: the field only describes the value ``to_representation`` adds.
+    artifacts = ArtifactSerializer(
+        many=True,
+        read_only=True,
+        help_text="On a run's last assistant message: every file the run's tools made.",
+    )
 
     class Meta:
         model = Message
@@ -124,6 +133,7 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "content",
             "text",
             "citations",
+            "artifacts",
             "position",
             "is_queued",
             "run",
@@ -144,6 +154,22 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         if "citations" in self.context:
             return cited_in(message.text, self.context["citations"].get(message.run_id, []))
         return citations_for_text(run_id=message.run_id, text=message.text)
+
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        """With the message's artifacts: from ``context["artifacts"]`` (``artifacts_by_message`` of a
+        whole page), else read for this one message. ``FieldsBuiltOnce`` represents the other
+        fields with a serializer of its own, which has no context."""
+        data = super().to_representation(instance)
+        data["artifacts"] = self._artifacts(instance)
+        return data
+
+    def _artifacts(self, message: Message) -> list[dict[str, Any]]:
+        if message.role != MessageRole.ASSISTANT or message.run_id is None:
+            return []
+        by_message = (
+            self.context["artifacts"] if "artifacts" in self.context else artifacts_by_message([message])
+        )
+        return list(by_message.get(message.pk, []))
 
 
 class MessageCreateSerializer(StrictSerializer):
@@ -255,6 +281,7 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     tree_unpriced_model_calls = serializers.SerializerMethodField()
     steps = StepSerializer(many=True, read_only=True)
     approvals = ToolApprovalSerializer(many=True, read_only=True)
+    artifacts = serializers.SerializerMethodField(help_text="The files the run's tools made, oldest first.")
 
     class Meta:
         model = Run
@@ -286,12 +313,21 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "finished_at",
             "steps",
             "approvals",
+            "artifacts",
         ]
         read_only_fields = fields
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cost(self, run: Run) -> str | None:
         return run_cost(run).text
+
+    @extend_schema_field(ArtifactSerializer(many=True))
+    def get_artifacts(self, run: Run) -> list[dict[str, Any]]:
+        # Prefetched by the run endpoint; filtered here so any other read gets the same answer.
+        artifacts = [stored for stored in run.artifacts.all() if stored.purpose == FilePurpose.ARTIFACT]
+        return [
+            artifact_data(stored) for stored in sorted(artifacts, key=lambda s: (s.created_at, str(s.pk)))
+        ]
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_tree_cost(self, run: Run) -> str | None:
@@ -307,7 +343,9 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 class RunSummarySerializer(RunSerializer):
     class Meta(RunSerializer.Meta):
         fields = [
-            name for name in RunSerializer.Meta.fields if name not in ("steps", "agent_config", "approvals")
+            name
+            for name in RunSerializer.Meta.fields
+            if name not in ("steps", "agent_config", "approvals", "artifacts")
         ]
         read_only_fields = fields
 

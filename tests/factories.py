@@ -6,6 +6,7 @@ from typing import Any
 from django.db.models import Model
 
 from agents.models import Agent, ModelProvider, PlanningMode
+from sessions.models import Run, RunStatus, Session
 from tenants.models import Role, Tenant
 from tenants.services import api_key_create, membership_set, user_get_or_create
 
@@ -36,6 +37,14 @@ def make_agent(*, tenant: Tenant, name: str | None = None, **fields: Any) -> Age
     # carry only the agent's tools (the product's default is auto).
     fields.setdefault("planning_mode", PlanningMode.DIRECT)
     return Agent.objects.create(tenant=tenant, name=name or f"agent {next(_counter)}", **fields)
+
+
+def make_run(*, agent: Agent, user: Any, status: str = RunStatus.EXECUTING) -> Run:
+    """A run in a session of its own, as a tool sees it while the run executes."""
+    session = Session.objects.create(tenant=agent.tenant, agent=agent, created_by=user, title="Work")
+    return Run.objects.create(
+        tenant=agent.tenant, session=session, agent=agent, created_by=user, status=status
+    )
 
 
 def field_values(instance: Model) -> dict[str, Any]:

@@ -16,7 +16,10 @@ from django.urls import reverse
 
 from agents.models import Agent
 from agents.selectors import agent_list_for_actor
+from files.artifacts import artifacts_by_run
 from files.citations import citations_by_run, cited_in, citing_run_ids
+from files.models import StoredFile
+from files.previews import file_preview
 from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval
 from sessions.selectors import message_list_for_session, session_get_for_actor, session_list_for_actor
 from sessions.serializers import SessionLaneMixin
@@ -27,12 +30,39 @@ from tenants.models import Role
 RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
 
 
+@dataclass(frozen=True)
+class ArtifactCard:
+    """A file a tool made, as its card shows it: name, size, type, and a preview."""
+
+    file_id: str
+    name: str
+    content_type: str
+    size: int
+    # ``files.previews.file_preview``: {"kind", "rows", "text", "is_truncated"}.
+    preview: dict[str, Any]
+
+    @property
+    def download_url(self) -> str:
+        return reverse("file-download", kwargs={"pk": self.file_id})
+
+
+def artifact_card(stored: StoredFile) -> ArtifactCard:
+    return ArtifactCard(
+        file_id=str(stored.pk),
+        name=stored.name,
+        content_type=stored.content_type,
+        size=stored.size,
+        preview=file_preview(stored),
+    )
+
+
 @dataclass
 class ChildRun:
     """A planner executor or a sub-agent, shown as its own block in its parent's answer."""
 
     run: Run
     parts: list["Part"] = field(default_factory=list)
+    artifacts: list[ArtifactCard] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -112,6 +142,8 @@ class Turn:
     children: list[ChildRun] = field(default_factory=list)
     # The passages the answer cites ([1], [2]…), as ``files.citations.citation_data`` gives them.
     citations: list[dict[str, Any]] = field(default_factory=list)
+    # The files the run's tools made.
+    artifacts: list[ArtifactCard] = field(default_factory=list)
 
     @property
     def attachments(self) -> list[Attachment]:
@@ -258,6 +290,22 @@ def attach_citations(turns: list[Turn], messages: list[Message]) -> None:
             turn.citations = cited_in(turn.text, by_run[turn.run.pk])
 
 
+def attach_artifacts(turns: list[Turn]) -> None:
+    """Give each finished answer, and each of its child blocks, the files its run made (one query)."""
+    holders: dict[Any, Turn | ChildRun] = {}
+    for turn in turns:
+        if turn.role != "assistant" or turn.run is None:
+            continue
+        holders.setdefault(turn.run.pk, turn)
+        for child in turn.children:
+            holders[child.run.pk] = child
+        for part in turn.parts:
+            if part.tool is not None and part.tool.child is not None:
+                holders[part.tool.child.run.pk] = part.tool.child
+    for run_id, artifacts in artifacts_by_run(holders).items():
+        holders[run_id].artifacts = [artifact_card(stored) for stored in artifacts]
+
+
 def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     """The session as the chat page renders it, and where its live replay starts.
 
@@ -296,6 +344,7 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     turns = build_turns(messages, settled, approvals)
     attach_children(turns, settled_children, approvals)
     attach_citations(turns, messages)
+    attach_artifacts(turns)
     lane_by_id = {run.pk: run for run in lane}
     for turn in turns:
         if turn.role == "user" and turn.message is not None and turn.message.run_id in lane_by_id:

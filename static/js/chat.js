@@ -121,7 +121,7 @@
   function runRecord(runId) {
     let run = state.runs.get(runId);
     if (!run) {
-      run = { id: runId, status: "queued", messageId: "", steps: 0, phase: "", turn: null, text: null, reasoning: null, cards: new Map(), tokens: 0, parentId: "", title: "", toolCallId: "" };
+      run = { id: runId, status: "queued", messageId: "", steps: 0, phase: "", turn: null, text: null, reasoning: null, cards: new Map(), tokens: 0, parentId: "", title: "", toolCallId: "", artifacts: null };
       state.runs.set(runId, run);
     }
     return run;
@@ -446,6 +446,10 @@
       slot(card, "approval-note").textContent = verb + who + (data.reason ? ": " + data.reason : "");
       setCardState(card, approved ? "pending" : "denied", approved ? "approved" : "denied");
       run.phase = approved ? "Resuming…" : run.phase;
+    },
+    "artifact.created": function (run, data) {
+      if (!run.artifacts) run.artifacts = addPart(run, clone("tpl-artifacts"));
+      keepPinned(function () { run.artifacts.appendChild(artifactCard(data)); });
     },
     "usage": function (run, data) {
       const total = data.total_usage || data.usage || {};
@@ -1072,6 +1076,76 @@
     if (citation.page) label += " · p. " + citation.page;
     else if (citation.heading) label += " · " + citation.heading;
     return label;
+  }
+
+  /* --- Artifacts: a card per file a tool made, with its preview ---------------------------------- */
+  const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+  function artifactCard(artifact) {
+    const card = clone("tpl-artifact-card");
+    card.setAttribute("data-file-id", artifact.file_id);
+    slot(card, "name").textContent = artifact.name;
+    slot(card, "name").title = artifact.name;
+    slot(card, "details").textContent = artifact.content_type + " · " + formatSize(artifact.size);
+    const download = card.querySelector("[data-artifact-download]");
+    download.href = artifact.download_url;
+    download.setAttribute("download", artifact.name);
+    download.setAttribute("aria-label", "Download " + artifact.name);
+    if (IMAGE_TYPES.indexOf(artifact.content_type) !== -1) {
+      card.setAttribute("data-preview-kind", "image");
+      const link = slot(card, "image-link");
+      link.href = artifact.download_url;
+      link.title = artifact.name;
+      const image = link.querySelector("img");
+      image.src = artifact.download_url;
+      image.alt = artifact.name;
+      link.hidden = false;
+    } else if (artifact.content_type !== "application/octet-stream") {
+      loadPreview(card, artifact.file_id);
+    }
+    return card;
+  }
+
+  /* CSV rows and text come from the files API's preview, which reads only the file's head. */
+  function loadPreview(card, fileId) {
+    fetch("/api/v1/files/" + fileId + "/preview/", { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (preview) { if (preview) showPreview(card, preview); })
+      .catch(function () { /* the card still downloads the file */ });
+  }
+
+  function showPreview(card, preview) {
+    card.setAttribute("data-preview-kind", preview.kind);
+    const box = slot(card, "preview");
+    if (preview.kind === "csv" && preview.rows.length) box.appendChild(previewTable(preview.rows));
+    else if (preview.kind === "text" && preview.text) {
+      const text = document.createElement("pre");
+      text.className = "artifact-text";
+      text.textContent = preview.text + (preview.is_truncated ? "…" : "");
+      box.appendChild(text);
+    } else return;
+    if (preview.kind === "csv" && preview.is_truncated) {
+      const more = document.createElement("p");
+      more.className = "artifact-more small muted";
+      more.textContent = "First rows; download the file for all of it.";
+      box.appendChild(more);
+    }
+    keepPinned(function () { box.hidden = false; });
+  }
+
+  function previewTable(rows) {
+    const table = document.createElement("table");
+    table.className = "artifact-table";
+    rows.forEach(function (row, index) {
+      const line = table.insertRow();
+      row.forEach(function (value) {
+        const cell = document.createElement(index === 0 ? "th" : "td");
+        if (index === 0) cell.scope = "col";
+        cell.textContent = value;
+        line.appendChild(cell);
+      });
+    });
+    return table;
   }
 
   function citationChips(citations) {

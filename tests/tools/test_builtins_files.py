@@ -7,7 +7,7 @@ import pytest
 
 from agents.models import Agent
 from tests.conftest import Cast
-from tests.factories import make_agent
+from tests.factories import make_agent, make_run
 from tools.builtins.base import ToolContext, ToolError
 from tools.builtins.workspace_files import run_file_edit, run_file_list, run_file_read, run_file_write
 from tools.models import WorkspaceFile
@@ -16,11 +16,13 @@ pytestmark = pytest.mark.django_db
 
 
 def context_for(agent: Agent, *, tenant_id: uuid.UUID | None = None) -> ToolContext:
+    # A real run: each file_write keeps a snapshot as the run's artifact.
+    run = make_run(agent=agent, user=None)
     return ToolContext(
         tenant_id=tenant_id or agent.tenant_id,
         agent_id=agent.pk,
-        session_id=uuid.uuid4(),
-        run_id=uuid.uuid4(),
+        session_id=run.session_id,
+        run_id=run.pk,
         user_id=None,
         user_role="member",
     )
@@ -38,12 +40,12 @@ def stored(agent: Agent) -> dict[str, str]:
 def test_write_read_and_overwrite(agent: Agent) -> None:
     context = context_for(agent)
     assert run_file_write({"path": "notes/plan.md", "content": "step one\n"}, context) == (
-        "created notes/plan.md (9 bytes)"
+        "created notes/plan.md (9 bytes); shown to the user as a download (plan.md)"
     )
     assert run_file_read({"path": "notes/plan.md"}, context) == "step one\n"
     assert (
         run_file_write({"path": "notes/plan.md", "content": "étape"}, context)
-        == "replaced notes/plan.md (6 bytes)"
+        == "replaced notes/plan.md (6 bytes); shown to the user as a download (plan.md)"
     )
     assert stored(agent) == {"notes/plan.md": "étape"}
 
@@ -213,5 +215,7 @@ def test_the_number_of_files_is_capped(agent: Agent, settings: Any) -> None:
     with pytest.raises(ToolError) as failed:
         run_file_write({"path": "three", "content": "3"}, context)
     assert str(failed.value) == "the workspace already holds 2 files, the limit; overwrite one instead"
-    assert run_file_write({"path": "two", "content": "22"}, context) == "replaced two (2 bytes)"
+    assert run_file_write({"path": "two", "content": "22"}, context) == (
+        "replaced two (2 bytes); shown to the user as a download (two)"
+    )
     assert stored(agent) == {"one": "1", "two": "22"}

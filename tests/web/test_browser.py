@@ -17,6 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agents.models import Agent
 from billing.models import ModelPrice
+from files.artifacts import store_artifacts
 from files.models import FileStatus, KnowledgeBase, KnowledgeDocument, StoredFile
 from memory.models import Memory, MemoryStatus
 from sessions.models import Message, MessageRole, Run
@@ -28,6 +29,7 @@ from tests.files.documents import png_bytes
 from tests.live import LiveStack, wait_until
 from tests.mcp.servers import DemoHttpServer
 from tests.web.knowledge import HAY_SENTENCE, actor_of, estate_knowledge_base
+from tools.builtins.base import ToolContext
 from tools.models import Tool, ToolKind, ToolPolicy
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -831,3 +833,62 @@ def test_the_knowledge_pages_fit_a_phone(page: Page, cast: Cast, screenshot_dir:
     shoot(page, screenshot_dir, "knowledge-phone")
     page.emulate_media(color_scheme="dark")
     shoot(page, screenshot_dir, "knowledge-phone-dark")
+
+
+VISITORS_CSV = "city,visitors\n" + "".join(f"Town {number},{number * 100}\n" for number in range(1, 31))
+
+
+def test_a_runs_files_show_as_cards_with_previews_live_and_after_a_reload_and_download(
+    page: Page, cast: Cast, fake_model: FakeModelServer, tmp_path: Path, screenshot_dir: Path
+) -> None:
+    agent = make_agent(
+        tenant=cast.tenant_a, name="Analyst", model_provider="anthropic", model_name="test-model"
+    )
+    ToolPolicy.objects.create(agent=agent, profile="coding")
+    fake_model.script(
+        Turn(tool_calls=[("file_write", {"path": "visitors.csv", "content": VISITORS_CSV})]),
+        Turn(text="The table is ready."),
+    )
+    sign_in(page, "alice@a.test", "alice-password")
+    open_chat(page, agent)
+
+    send(page, "Tabulate the visitors.")
+
+    table_card = last_answer(page).locator(".artifact-card", has_text="visitors.csv")
+    expect(table_card.locator(".artifact-table tr")).to_have_count(10)
+    expect(table_card.locator(".artifact-table tr").nth(1)).to_have_text("Town 1100")
+    expect(table_card.locator(".artifact-details")).to_have_text("text/csv · 386\u00a0bytes")
+    expect(last_answer(page).locator(".part-text").last).to_have_text("The table is ready.")
+    run = wait_until(
+        lambda: Run.objects.filter(session__agent=agent, status="completed").first(), message="run"
+    )
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(png_bytes(120, 80))
+    store_artifacts(
+        ToolContext(
+            tenant_id=run.tenant_id,
+            agent_id=run.agent_id,
+            session_id=run.session_id,
+            run_id=run.pk,
+            user_id=run.created_by_id,
+            user_role="owner",
+            tool_call_id="call_chart",
+        ),
+        [("chart.png", chart)],
+    )
+
+    page.reload()
+    answer = last_answer(page)
+    image = answer.get_by_role("img", name="chart.png")
+    expect(image).to_be_visible()
+    wait_until(lambda: image.evaluate("image => image.naturalWidth") == 120, message="chart decoded")
+    expect(
+        answer.locator(".artifact-card", has_text="visitors.csv").locator(".artifact-table tr")
+    ).to_have_count(10)
+    shoot(page, screenshot_dir, "chat-artifacts")
+    downloads = {}
+    for name in ("visitors.csv", "chart.png"):
+        with page.expect_download() as download:
+            answer.get_by_role("link", name=f"Download {name}").click()
+        downloads[download.value.suggested_filename] = Path(download.value.path()).read_bytes()
+    assert downloads == {"visitors.csv": VISITORS_CSV.encode(), "chart.png": png_bytes(120, 80)}

@@ -15,6 +15,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from agents.models import Agent
+from files.artifacts import ArtifactSkipped, store_text_artifact
 from tools.builtins.base import BuiltinTool, ToolContext, ToolError, register
 from tools.models import WorkspaceFile
 
@@ -200,6 +201,23 @@ register(
 def run_file_write(arguments: dict[str, Any], context: ToolContext) -> str:
     path = normalize_path(arguments["path"])
     content = _checked_content(arguments["content"])
+    summary = _write_workspace_file(context, path, content)
+    return f"{summary}; {_kept_as_artifact(context, path, content)}"
+
+
+def _kept_as_artifact(context: ToolContext, path: str, content: str) -> str:
+    """Each write is also a snapshot the chat shows and people can download: the run's artifact.
+
+    The workspace write has happened either way; a snapshot over a limit is only reported.
+    """
+    try:
+        stored = store_text_artifact(context, name=path, text=content)
+    except ArtifactSkipped as skipped:
+        return f"not kept as a download: {skipped.reason}"
+    return f"shown to the user as a download ({stored.name})"
+
+
+def _write_workspace_file(context: ToolContext, path: str, content: str) -> str:
     files = workspace(context)
     with transaction.atomic():
         # The agent row's lock serializes workspace writes, so concurrent runs cannot
