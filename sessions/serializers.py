@@ -115,10 +115,12 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     run = serializers.UUIDField(source="run_id", read_only=True, allow_null=True)
     text = serializers.CharField(read_only=True)
     is_queued = serializers.SerializerMethodField()
-    citations = serializers.SerializerMethodField(
-        help_text="The passages the answer cites by number ([1], [2]…), from file_search."
+    # Messages have no such attributes: these fields only describe the values ``to_representation`` adds.
+    citations = CitationSerializer(
+        many=True,
+        read_only=True,
+        help_text="The passages the answer cites by number ([1], [2]…), from file_search.",
     )
-    # Messages have no such attribute: the field only describes the value ``to_representation`` adds.
     artifacts = ArtifactSerializer(
         many=True,
         read_only=True,
@@ -146,22 +148,22 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     def get_is_queued(self, message: Message) -> bool:
         return message.position is None
 
-    @extend_schema_field(CitationSerializer(many=True))
-    def get_citations(self, message: Message) -> list[dict[str, Any]]:
-        """From ``context["citations"]`` (``citations_by_run``), else read for this one message."""
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        """With the answer's citations and artifacts, from the context when a whole page was read
+        (``citations_by_run``, ``artifacts_by_message``), else read for this one message.
+        ``FieldsBuiltOnce`` represents the other fields with a serializer of its own, which has no
+        context."""
+        data = super().to_representation(instance)
+        data["citations"] = self._citations(instance)
+        data["artifacts"] = self._artifacts(instance)
+        return data
+
+    def _citations(self, message: Message) -> list[dict[str, Any]]:
         if message.role != MessageRole.ASSISTANT or message.run_id is None:
             return []
         if "citations" in self.context:
             return cited_in(message.text, self.context["citations"].get(message.run_id, []))
         return citations_for_text(run_id=message.run_id, text=message.text)
-
-    def to_representation(self, instance: Message) -> dict[str, Any]:
-        """With the message's artifacts: from ``context["artifacts"]`` (``artifacts_by_message`` of a
-        whole page), else read for this one message. ``FieldsBuiltOnce`` represents the other
-        fields with a serializer of its own, which has no context."""
-        data = super().to_representation(instance)
-        data["artifacts"] = self._artifacts(instance)
-        return data
 
     def _artifacts(self, message: Message) -> list[dict[str, Any]]:
         if message.role != MessageRole.ASSISTANT or message.run_id is None:

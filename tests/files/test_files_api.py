@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from files.models import Chunk, Citation, KnowledgeBase, KnowledgeDocument, StoredFile
 from files.tasks import process_file_task
-from sessions.models import Step
+from sessions.models import Message, Run, Session, Step
 from sessions.tasks import execute_run
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent
@@ -479,3 +481,37 @@ def test_a_message_cannot_carry_a_file_that_failed(cast: Cast, alice_api: APICli
         {"attachments": ["secret.pdf could not be read; remove it."]},
     )
     assert alice_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"] == []
+
+
+def test_the_messages_list_reads_every_answers_citations_at_once(cast: Cast, alice_api: APIClient) -> None:
+    agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
+    knowledge_base_id = create_knowledge_base(alice_api)
+    document = add_document(alice_api, knowledge_base_id, "estate-handbook.pdf", twenty_pages()).json()
+    chunk = Chunk.objects.filter(file_id=processed(document["file"]["id"]).pk, page=14).first()
+    session = Session.objects.create(tenant=cast.tenant_a, agent=agent, created_by=cast.alice)
+
+    def answer_citing(position: int) -> None:
+        run = Run.objects.create(tenant=cast.tenant_a, session=session, agent=agent, status="completed")
+        Citation.objects.create(tenant=cast.tenant_a, run=run, number=1, chunk=chunk)
+        Message.objects.create(
+            tenant=cast.tenant_a,
+            session=session,
+            run=run,
+            position=position,
+            role="assistant",
+            content=[{"type": "text", "text": "See [1]."}],
+        )
+
+    def listed() -> tuple[int, list[Any]]:
+        with CaptureQueriesContext(connection) as queries:
+            results = alice_api.get(f"/api/v1/sessions/{session.pk}/messages/").json()["results"]
+        return len(queries), [[c["page"] for c in message["citations"]] for message in results]
+
+    answer_citing(1)
+    one = listed()
+    answer_citing(2)
+    answer_citing(3)
+    three = listed()
+
+    assert one[1] == [[14]] and three[1] == [[14], [14], [14]]
+    assert three[0] == one[0]
