@@ -10,6 +10,7 @@ only writable folder. Nothing is inherited from the worker's environment.
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -25,7 +26,8 @@ BWRAP = Path("/usr/bin/bwrap")
 PRLIMIT = Path("/usr/bin/prlimit")
 SETPRIV = Path("/usr/bin/setpriv")
 WORKSPACE_MOUNT = "/workspace"
-POLL_SECONDS = 0.05
+# How often a running sandbox checks for a cancel (the brief: within 2 s; this is far under).
+POLL_SECONDS = 0.1
 READ_CHUNK_BYTES = 65536
 # Readers end when every process of the sandbox is gone; this only guards against a bug.
 READER_JOIN_SECONDS = 2.0
@@ -291,17 +293,25 @@ class BubblewrapBackend:
 def wait_or_kill(
     process: subprocess.Popen[bytes], wall_seconds: float, should_stop: Callable[[], bool]
 ) -> tuple[int, bool, bool]:
-    """(exit code, timed out, stopped): polls the stop signal so a cancel ends the sandbox quickly."""
+    """(exit code, timed out, stopped): polls the stop signal so a cancel ends the sandbox quickly.
+
+    Waits on a pidfd, which wakes the moment the process ends (Popen.wait's timeout polls with
+    sleeps of up to 50 ms, a visible share of a short run).
+    """
     deadline = time.monotonic() + wall_seconds
-    while True:
-        try:
-            return process.wait(timeout=POLL_SECONDS), False, False
-        except subprocess.TimeoutExpired:
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        while True:
+            has_ended, _, _ = select.select([pidfd], [], [], POLL_SECONDS)
+            if has_ended:
+                return process.wait(), False, False
             stopped = should_stop()
             timed_out = not stopped and time.monotonic() >= deadline
             if stopped or timed_out:
                 kill_process_group(process)
                 return process.wait(), timed_out, stopped
+    finally:
+        os.close(pidfd)
 
 
 def kill_process_group(process: subprocess.Popen[bytes]) -> None:
