@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # code_run's Python, built with the system interpreter: the sandbox sees /usr, not this venv.
-SANDBOX_PYTHON_DIR ?= var/sandbox-python
+SANDBOX_PYTHON_DIR := $(or $(SANDBOX_PYTHON_DIR),var/sandbox-python)
 
 .PHONY: run test lint typecheck check-migrations ci clean sandbox-python
 

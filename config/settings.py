@@ -371,9 +371,9 @@ WEB_FETCH_TIMEOUT_SECONDS = env_float("WEB_FETCH_TIMEOUT_SECONDS", 20.0)
 WEB_SEARCH_SEARXNG_URL = env_str("WEB_SEARCH_SEARXNG_URL")
 WEB_SEARCH_TIMEOUT_SECONDS = env_float("WEB_SEARCH_TIMEOUT_SECONDS", 10.0)
 # code_run's sandbox (tools/sandbox): bubblewrap on the worker host, limits per call.
-SANDBOX_ROOT = Path(env_str("SANDBOX_ROOT", str(DATA_DIR / "sandbox")))
+SANDBOX_ROOT = Path(env_str("SANDBOX_ROOT") or DATA_DIR / "sandbox")
 # Built by `make` from requirements-sandbox.txt; bound read-only into every sandbox.
-SANDBOX_PYTHON_DIR = Path(env_str("SANDBOX_PYTHON_DIR", str(BASE_DIR / "var" / "sandbox-python")))
+SANDBOX_PYTHON_DIR = Path(env_str("SANDBOX_PYTHON_DIR") or BASE_DIR / "var" / "sandbox-python")
 SANDBOX_CPU_SECONDS = env_int("SANDBOX_CPU_SECONDS", 30)
 SANDBOX_WALL_SECONDS = env_float("SANDBOX_WALL_SECONDS", 60.0)
 SANDBOX_MEMORY_BYTES = env_int("SANDBOX_MEMORY_BYTES", 1 << 30)
