@@ -153,3 +153,26 @@ def test_a_symlink_written_to_output_is_not_listed(context: ToolContext) -> None
     result = run_shell("ln -s /etc/passwd output/passwd; echo hi > output/real.txt", context)
 
     assert result.endswith("files in output/:\n- real.txt (3 bytes)")
+
+
+def test_output_replaced_by_a_link_to_a_host_folder_lists_nothing(context: ToolContext) -> None:
+    # On the host, the link would lead to the host's /etc, full of regular files.
+    result = run_shell("rm -r output && ln -s /etc output && test -L output && echo linked", context)
+
+    assert stdout_of(result) == "linked"
+    assert "files in output/" not in result
+
+
+def test_a_link_in_place_of_the_code_folder_is_replaced(context: ToolContext, settings: Any) -> None:
+    target = Path(settings.SANDBOX_ROOT) / "elsewhere"
+    target.mkdir()
+    workspace = session_workspace_path(context.tenant_id, context.session_id)
+    run_shell("true", context)
+    (workspace / ".code").rename(workspace / "old-code")
+    (workspace / ".code").symlink_to(target)
+
+    result = run_python("print('ran')", context)
+
+    assert stdout_of(result) == "ran"
+    assert list(target.iterdir()) == []
+    assert (workspace / ".code").is_dir() and not (workspace / ".code").is_symlink()

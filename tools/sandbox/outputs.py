@@ -22,6 +22,8 @@ class OutputFile:
 
 def collect_outputs(output_dir: Path) -> list[OutputFile]:
     """Regular files only: a symlink written by the sandbox could point anywhere on the host."""
+    if output_dir.is_symlink() or not output_dir.is_dir():
+        return []  # the code replaced output/ itself, perhaps by a link to a host folder
     found: list[OutputFile] = []
     for folder, folders, files in os.walk(output_dir):
         folders.sort()

@@ -69,14 +69,22 @@ def give_to_sandbox(path: Path, uid: int | None) -> None:
 
 
 def write_code_file(workspace: Path, name: str, code: str, uid: int | None) -> str:
-    """Writes the code under ``.code/`` and returns its path as the sandbox sees it."""
+    """Writes the code under ``.code/`` and returns its path as the sandbox sees it.
+
+    Opened through the folder's descriptor, so a link swapped in for ``.code`` is never followed.
+    """
     folder = replace_with_empty_folder(workspace / CODE_FOLDER)
     give_to_sandbox(folder, uid)
-    path = folder / name
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    folder_descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        descriptor = os.open(name, flags, 0o644, dir_fd=folder_descriptor)
+        if uid is not None:
+            os.fchown(descriptor, uid, uid)
+    finally:
+        os.close(folder_descriptor)
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
         file.write(code)
-    give_to_sandbox(path, uid)
     return f"/workspace/{CODE_FOLDER}/{name}"
 
 
