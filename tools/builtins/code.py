@@ -102,11 +102,12 @@ def run_code_run(arguments: dict[str, Any], context: ToolContext) -> str:
             should_stop=context.should_stop,
             run_as_uid=uid,
         )
+        if result.stopped:
+            raise ToolError("stopped: the run was cancelled and the sandbox killed")
         outputs = collect_outputs(workspace / OUTPUT_FOLDER)
+        # Before the lock is let go: the session's next call empties output/.
+        hand_over_outputs(context, outputs)
         used_bytes = workspace_size(workspace)
-    if result.stopped:
-        raise ToolError("stopped: the run was cancelled and the sandbox killed")
-    hand_over_outputs(context, outputs)
     return result_text(result, outputs, is_workspace_full=used_bytes > limits.workspace_bytes, limits=limits)
 
 
