@@ -370,6 +370,21 @@ WEB_FETCH_TIMEOUT_SECONDS = env_float("WEB_FETCH_TIMEOUT_SECONDS", 20.0)
 # web_search exists only when a SearxNG instance is configured.
 WEB_SEARCH_SEARXNG_URL = env_str("WEB_SEARCH_SEARXNG_URL")
 WEB_SEARCH_TIMEOUT_SECONDS = env_float("WEB_SEARCH_TIMEOUT_SECONDS", 10.0)
+# code_run's sandbox (tools/sandbox): bubblewrap on the worker host, limits per call.
+SANDBOX_ROOT = Path(env_str("SANDBOX_ROOT") or DATA_DIR / "sandbox")
+# Built by `make` from requirements-sandbox.txt; bound read-only into every sandbox.
+SANDBOX_PYTHON_DIR = Path(env_str("SANDBOX_PYTHON_DIR") or BASE_DIR / "var" / "sandbox-python")
+SANDBOX_CPU_SECONDS = env_int("SANDBOX_CPU_SECONDS", 30)
+SANDBOX_WALL_SECONDS = env_float("SANDBOX_WALL_SECONDS", 60.0)
+SANDBOX_MEMORY_BYTES = env_int("SANDBOX_MEMORY_BYTES", 1 << 30)
+SANDBOX_PROCESSES = env_int("SANDBOX_PROCESSES", 64)
+SANDBOX_OUTPUT_BYTES = env_int("SANDBOX_OUTPUT_BYTES", 1 << 20)
+SANDBOX_FILE_BYTES = env_int("SANDBOX_FILE_BYTES", 100 << 20)
+SANDBOX_WORKSPACE_BYTES = env_int("SANDBOX_WORKSPACE_BYTES", 500 << 20)
+SANDBOX_TMP_BYTES = env_int("SANDBOX_TMP_BYTES", 64 << 20)
+# A worker running as root runs each session's sandbox as uid BASE + (session id mod COUNT).
+SANDBOX_UID_BASE = env_int("SANDBOX_UID_BASE", 1_500_000_000)
+SANDBOX_UID_COUNT = env_int("SANDBOX_UID_COUNT", 1_000_000)
 WORKSPACE_MAX_FILE_BYTES = env_int("WORKSPACE_MAX_FILE_BYTES", 1_000_000)
 WORKSPACE_MAX_FILES = env_int("WORKSPACE_MAX_FILES", 500)
 HTTP_TOOL_MAX_RESPONSE_BYTES = env_int("HTTP_TOOL_MAX_RESPONSE_BYTES", 2_000_000)

@@ -12,7 +12,9 @@ from django import forms
 from django.contrib import admin
 
 from core.admin import TenantScopedAdmin, admin_actor_for_tenant
-from tools.models import Tool
+from tools.builtins.base import BUILTIN_REGISTRY
+from tools.models import Tool, ToolKind
+from tools.registry import is_available
 from tools.services import tool_update
 
 TIMEOUT_RANGE = (1.0, 300.0)
@@ -55,6 +57,7 @@ class ToolAdmin(TenantScopedAdmin):
         "owner_only",
         "timeout_seconds",
         "is_read_only",
+        "availability",
         "http_method",
         "url_template",
         "header_names",
@@ -71,6 +74,7 @@ class ToolAdmin(TenantScopedAdmin):
         "kind",
         "group",
         "is_read_only",
+        "availability",
         "http_method",
         "url_template",
         "header_names",
@@ -94,6 +98,17 @@ class ToolAdmin(TenantScopedAdmin):
         assert stored.tenant is not None  # built-ins are read-only here (can_write)
         fields = {name: form.cleaned_data[name] for name in CHANGEABLE_FIELDS}
         tool_update(actor=admin_actor_for_tenant(request, stored.tenant), tool=stored, **fields)
+
+    @admin.display(description="Availability")
+    def availability(self, tool: Tool) -> str:
+        """A built-in that cannot run here is hidden from agents; this says why."""
+        if is_available(tool):
+            return "available"
+        if tool.kind == ToolKind.MCP:
+            return "hidden from agents: its MCP server is disabled"
+        builtin = BUILTIN_REGISTRY.get(tool.name)
+        reason = builtin.unavailable_reason() if builtin is not None else ""
+        return f"hidden from agents: {reason or 'not configured on this server'}"
 
     @admin.display(description="Header names")
     def header_names(self, tool: Tool) -> str:

@@ -15,7 +15,7 @@ from fnmatch import fnmatchcase
 PROFILE_GROUPS: dict[str, frozenset[str] | None] = {
     "minimal": frozenset({"time", "math", "memory", "knowledge"}),
     "messaging": frozenset({"time", "math", "memory", "sessions", "knowledge"}),
-    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web", "knowledge"}),
+    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web", "knowledge", "code"}),
     "full": None,  # every built-in group
 }
 

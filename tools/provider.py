@@ -6,6 +6,7 @@ thread opened.
 """
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -62,7 +63,7 @@ class DjangoToolProvider:
         tool = self.toolset.tools.get(name)
         return tool is not None and tool.is_read_only
 
-    def execute(self, call: ToolCallRequested, *, should_stop: Any) -> ToolOutcome:
+    def execute(self, call: ToolCallRequested, *, should_stop: Callable[[], bool]) -> ToolOutcome:
         tool = self.toolset.tools.get(call.name)
         if tool is None or not self.toolset.decisions[call.name].is_allowed:
             return ToolOutcome(content=f"unknown or unavailable tool {call.name!r}", is_error=True)
@@ -72,7 +73,9 @@ class DjangoToolProvider:
             return ToolOutcome(content="invalid arguments: " + "; ".join(errors), is_error=True)
         try:
             return ToolOutcome(
-                content=self._run(tool, call.arguments, replace(self.context, tool_call_id=call.id))
+                content=self._run(
+                    tool, call.arguments, replace(self.context, tool_call_id=call.id, should_stop=should_stop)
+                )
             )
         except ToolError as error:
             return ToolOutcome(content=str(error), is_error=True)

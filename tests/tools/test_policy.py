@@ -7,6 +7,7 @@ from tools.policy import PolicyRules, ToolFacts, decide
 CALCULATOR = ToolFacts(name="calculator", group="math", is_builtin=True, is_read_only=True)
 FILE_WRITE = ToolFacts(name="file_write", group="files", is_builtin=True)
 WEB_FETCH = ToolFacts(name="web_fetch", group="web", is_builtin=True, is_read_only=True)
+CODE_RUN = ToolFacts(name="code_run", group="code", is_builtin=True)
 SESSION_SEND = ToolFacts(name="session_send", group="sessions", is_builtin=True)
 CRM_LOOKUP = ToolFacts(name="crm_lookup", group="http", is_builtin=False, is_read_only=True)
 DEPLOY = ToolFacts(name="deploy", group="http", is_builtin=False, owner_only=True)
@@ -30,6 +31,9 @@ def verdict(
         ("coding", WEB_FETCH, True),
         ("coding", FILE_WRITE, True),
         ("full", FILE_WRITE, True),
+        ("messaging", CODE_RUN, False),
+        ("coding", CODE_RUN, True),
+        ("full", CODE_RUN, True),
         ("minimal", CRM_LOOKUP, True),  # assigned tenant tools do not depend on the profile
     ],
 )

@@ -27,6 +27,8 @@ class ToolContext:
     user_role: str
     # The model's id of the call being run (empty outside a run's loop).
     tool_call_id: str = ""
+    # True once the run is cancelled or the call abandoned: long tools poll it to end early.
+    should_stop: Callable[[], bool] = field(default=lambda: False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class BuiltinTool:
     is_read_only: bool = False
     timeout_seconds: float = 30.0
     is_available: Callable[[], bool] = field(default=lambda: True)
+    # Why is_available() is False, for administrators ("" when available or not said).
+    unavailable_reason: Callable[[], str] = field(default=lambda: "")
     # Starts other runs: hidden from child runs, so sub-agents cannot spawn (depth limit).
     starts_runs: bool = False
     # Searches files: offered only to runs with a knowledge base or attachments to search.

@@ -227,5 +227,6 @@ register(
         is_read_only=True,
         timeout_seconds=30.0,
         is_available=lambda: bool(searxng_url()),
+        unavailable_reason=lambda: "" if searxng_url() else "WEB_SEARCH_SEARXNG_URL is not set",
     )
 )

@@ -1,0 +1,105 @@
+"""What people use code_run for: data in the workspace, charts in output/, a workspace per session."""
+
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessions.models import Session
+from tests.factories import make_agent, make_tenant
+from tests.sandbox.conftest import make_context, run_python, run_shell, stdout_of
+from tools.builtins.base import ToolContext
+from tools.builtins.code import code_run_unavailable_reason
+from tools.sandbox.outputs import OutputFile, hand_over_outputs
+from tools.sandbox.workspaces import session_workspace_path
+
+CHART_CODE = """
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [2, 4, 1])
+plt.savefig("output/chart.png")
+print("saved")
+"""
+
+
+def test_pandas_reads_a_csv_in_the_workspace(context: ToolContext) -> None:
+    run_shell("printf 'city,people\\nOslo,709000\\nBergen,291000\\n' > cities.csv", context)
+
+    result = run_python("import pandas\nprint(pandas.read_csv('cities.csv')['people'].sum())", context)
+
+    assert stdout_of(result) == "1000000"
+
+
+def test_a_matplotlib_chart_in_output_is_listed(context: ToolContext) -> None:
+    result = run_python(CHART_CODE, context)
+
+    chart = session_workspace_path(context.tenant_id, context.session_id) / "output" / "chart.png"
+    assert stdout_of(result) == "saved"
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert result.endswith(f"files in output/:\n- chart.png ({chart.stat().st_size:,} bytes)")
+
+
+def test_output_is_emptied_at_each_call_and_the_rest_is_kept(context: ToolContext) -> None:
+    run_shell("echo kept > notes.txt; echo once > output/once.txt", context)
+
+    result = run_shell("cat notes.txt; ls output | wc -l", context)
+
+    assert stdout_of(result) == "kept\n0"
+
+
+def test_sessions_have_separate_workspaces(context: ToolContext) -> None:
+    other = make_context(tenant_id=context.tenant_id)
+    run_shell("echo mine > notes.txt", context)
+
+    result = run_shell("ls notes.txt 2>&1 || true", other)
+
+    assert stdout_of(result) == "ls: cannot access 'notes.txt': No such file or directory"
+
+
+@pytest.mark.django_db
+def test_deleting_a_session_removes_its_workspace(django_capture_on_commit_callbacks: Any) -> None:
+    tenant = make_tenant("sandbox-tenant")
+    session = Session.objects.create(tenant=tenant, agent=make_agent(tenant=tenant))
+    context = replace(make_context(tenant_id=tenant.pk), session_id=session.pk)
+    run_shell("echo x > notes.txt", context)
+    workspace = session_workspace_path(tenant.pk, session.pk)
+    assert workspace.is_dir()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        session.delete()
+
+    assert not workspace.exists()
+
+
+def test_code_run_is_unavailable_without_the_sandbox_python(settings: Any, tmp_path: Path) -> None:
+    settings.SANDBOX_PYTHON_DIR = tmp_path / "missing"
+
+    assert code_run_unavailable_reason() == (
+        f"the sandbox Python is not built at {tmp_path / 'missing'}: "
+        "run `make sandbox-python` (needs /usr/bin/python3 and access to PyPI)"
+    )
+
+
+def test_outputs_are_handed_to_the_artifacts_store_when_there_is_one(
+    context: ToolContext, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    received: list[tuple[ToolContext, list[tuple[str, Path]]]] = []
+
+    def store_artifacts(context: ToolContext, paths: list[tuple[str, Path]]) -> list[dict[str, str]]:
+        received.append((context, paths))
+        return [{"name": name} for name, _path in paths]
+
+    store = types.ModuleType("files.artifacts")
+    store.store_artifacts = store_artifacts  # type: ignore[attr-defined]
+    output = OutputFile(name="a.csv", path=tmp_path / "a.csv", size=3)
+
+    # None in sys.modules makes the import fail as if the module did not exist.
+    monkeypatch.setitem(sys.modules, "files.artifacts", None)
+    without_store = hand_over_outputs(context, [output])
+    monkeypatch.setitem(sys.modules, "files.artifacts", store)
+    with_store = hand_over_outputs(context, [output])
+
+    assert (without_store, with_store) == ([], [{"name": "a.csv"}])
+    assert received == [(context, [("a.csv", tmp_path / "a.csv")])]
