@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
+from tenants.models import Tenant
+from tests.factories import make_agent, make_run, make_tenant
 from tools.builtins.base import ToolContext
 from tools.builtins.code import code_run_unavailable_reason, run_code_run
+
+
+@pytest.fixture(autouse=True)
+def stored_rows(db: None) -> None:
+    """Every test here stores its run, session and artifacts."""
 
 
 @pytest.fixture(autouse=True)
@@ -22,8 +29,11 @@ def sandbox_available() -> None:
 
 @pytest.fixture(autouse=True)
 def sandbox_root(settings: Any) -> Iterator[Path]:
-    """Under the data folder, not the test's tmp_path: its 0700 parents would shut the sandbox uid out."""
-    root = Path(tempfile.mkdtemp(dir=settings.DATA_DIR, prefix="test-sandbox-"))
+    """Inside the configured root, not the test's tmp_path: its 0700 parents would shut the sandbox
+    uid out (CI points ``SANDBOX_ROOT`` at a folder others may pass)."""
+    configured = Path(settings.SANDBOX_ROOT)
+    configured.mkdir(mode=0o711, parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(dir=configured, prefix="test-sandbox-"))
     root.chmod(0o711)
     settings.SANDBOX_ROOT = root
     yield root
@@ -44,11 +54,16 @@ def small_limits(settings: Any) -> None:
 def make_context(
     *, tenant_id: uuid.UUID | None = None, should_stop: Callable[[], bool] = lambda: False
 ) -> ToolContext:
+    """A run of its own session, stored: code_run reads the session's attachments and stores
+    what the code leaves in output/ as the run's artifacts."""
+    tenant = Tenant.objects.get(pk=tenant_id) if tenant_id else make_tenant()
+    agent = make_agent(tenant=tenant)
+    run = make_run(agent=agent, user=None)
     return ToolContext(
-        tenant_id=tenant_id or uuid.uuid4(),
-        agent_id=None,
-        session_id=uuid.uuid4(),
-        run_id=uuid.uuid4(),
+        tenant_id=tenant.pk,
+        agent_id=agent.pk,
+        session_id=run.session_id,
+        run_id=run.pk,
         user_id=None,
         user_role="member",
         should_stop=should_stop,

@@ -1,19 +1,18 @@
 """What people use code_run for: data in the workspace, charts in output/, a workspace per session."""
 
-import sys
-import types
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.base import ContentFile
 
+from files.models import StoredFile
 from sessions.models import Session
 from tests.factories import make_agent, make_tenant
 from tests.sandbox.conftest import make_context, run_python, run_shell, stdout_of
 from tools.builtins.base import ToolContext
 from tools.builtins.code import code_run_unavailable_reason
-from tools.sandbox.outputs import OutputFile, hand_over_outputs
 from tools.sandbox.workspaces import session_workspace_path
 
 CHART_CODE = """
@@ -38,7 +37,10 @@ def test_a_matplotlib_chart_in_output_is_listed(context: ToolContext) -> None:
     chart = session_workspace_path(context.tenant_id, context.session_id) / "output" / "chart.png"
     assert stdout_of(result) == "saved"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert result.endswith(f"files in output/:\n- chart.png ({chart.stat().st_size:,} bytes)")
+    assert result.endswith(
+        "files in output/ (shown to the user with download links):\n"
+        f"- chart.png (image/png, {chart.stat().st_size:,} bytes)"
+    )
 
 
 def test_output_is_emptied_at_each_call_and_the_rest_is_kept(context: ToolContext) -> None:
@@ -82,24 +84,37 @@ def test_code_run_is_unavailable_without_the_sandbox_python(settings: Any, tmp_p
     )
 
 
-def test_outputs_are_handed_to_the_artifacts_store_when_there_is_one(
-    context: ToolContext, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    received: list[tuple[ToolContext, list[tuple[str, Path]]]] = []
+def test_outputs_become_artifacts_of_the_run(context: ToolContext) -> None:
+    result = run_python(CHART_CODE, context)
 
-    def store_artifacts(context: ToolContext, paths: list[tuple[str, Path]]) -> list[dict[str, str]]:
-        received.append((context, paths))
-        return [{"name": name} for name, _path in paths]
+    chart = StoredFile.objects.get(run_id=context.run_id)
+    assert (chart.purpose, chart.name, chart.content_type, chart.tool_call_id) == (
+        "artifact",
+        "chart.png",
+        "image/png",
+        context.tool_call_id,
+    )
+    assert f"- chart.png (image/png, {chart.size:,} bytes)" in result
 
-    store = types.ModuleType("files.artifacts")
-    store.store_artifacts = store_artifacts  # type: ignore[attr-defined]
-    output = OutputFile(name="a.csv", path=tmp_path / "a.csv", size=3)
 
-    # None in sys.modules makes the import fail as if the module did not exist.
-    monkeypatch.setitem(sys.modules, "files.artifacts", None)
-    without_store = hand_over_outputs(context, [output])
-    monkeypatch.setitem(sys.modules, "files.artifacts", store)
-    with_store = hand_over_outputs(context, [output])
+def test_the_sessions_attachments_are_in_the_workspace(context: ToolContext) -> None:
+    for name, data in (("cities.csv", b"city,people\nGhent,3\nLiege,4\n"), ("cities.csv", b"x\n")):
+        StoredFile.objects.create(
+            tenant_id=context.tenant_id,
+            session_id=context.session_id,
+            purpose="attachment",
+            name=name,
+            content_type="text/csv",
+            size=len(data),
+            sha256="0" * 64,
+            blob=ContentFile(data, name=name),
+            status="ready",
+        )
 
-    assert (without_store, with_store) == ([], [{"name": "a.csv"}])
-    assert received == [(context, [("a.csv", tmp_path / "a.csv")])]
+    result = run_python(
+        "import os, pandas\nprint(sorted(os.listdir('attachments')))\n"
+        "print(pandas.read_csv('attachments/cities.csv')['people'].sum())",
+        context,
+    )
+
+    assert stdout_of(result) == "['cities (2).csv', 'cities.csv']\n7"

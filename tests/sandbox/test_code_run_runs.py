@@ -5,6 +5,7 @@ import time
 from uuid import UUID
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -20,24 +21,35 @@ from tools.sandbox.workspaces import sandbox_uid_for
 
 CSV_AND_CHART = """
 import pandas, matplotlib.pyplot as plt
-open("sales.csv", "w").write("month,total\\n1,10\\n2,30\\n")
-sales = pandas.read_csv("sales.csv")
+sales = pandas.read_csv("attachments/sales.csv")
 sales.plot(x="month", y="total").get_figure().savefig("output/sales.png")
 print("total", sales["total"].sum())
 """
+SALES_CSV = b"month,total\n1,10\n2,30\n"
 
 
-def start_run(api: APIClient, cast: Cast, fake_model: FakeModelServer, *turns: Turn) -> tuple[str, str]:
+def start_run(
+    api: APIClient, cast: Cast, fake_model: FakeModelServer, *turns: Turn, attach: bytes = b""
+) -> tuple[str, str]:
     agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic", model_name="test-model")
     ToolPolicy.objects.create(agent=agent, profile="coding")
     fake_model.script(*turns)
     session_id = api.post("/api/v1/sessions/", {"agent": str(agent.pk)}, format="json").json()["id"]
-    posted = api.post(f"/api/v1/sessions/{session_id}/messages/", {"content": "chart it"}, format="json")
+    attachments = []
+    if attach:
+        upload = SimpleUploadedFile("sales.csv", attach)
+        uploaded = api.post("/api/v1/files/", {"file": upload, "session": session_id}, format="multipart")
+        attachments.append(uploaded.json()["id"])
+    posted = api.post(
+        f"/api/v1/sessions/{session_id}/messages/",
+        {"content": "chart it", "attachments": attachments},
+        format="json",
+    )
     assert posted.status_code == 202, posted.content
     return str(session_id), str(posted.json()["run"]["id"])
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the tool runs on a thread of its own, with its own connection
 def test_a_run_calls_code_run_and_the_tool_step_holds_stdout(
     cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
 ) -> None:
@@ -47,6 +59,7 @@ def test_a_run_calls_code_run_and_the_tool_step_holds_stdout(
         fake_model,
         Turn(tool_calls=[("code_run", {"language": "python", "code": CSV_AND_CHART})]),
         Turn(text="The total is 40; the chart is sales.png."),
+        attach=SALES_CSV,
     )
 
     execute_run(run_id)
@@ -58,7 +71,11 @@ def test_a_run_calls_code_run_and_the_tool_step_holds_stdout(
     assert tool_step["output"]["is_error"] is False
     content = tool_step["output"]["content"]
     assert content.startswith("exit code: 0\n\nstdout:\ntotal 40\n\nstderr:\n")
-    assert "files in output/:\n- sales.png (" in content
+    assert "files in output/ (shown to the user with download links):\n- sales.png (image/png, " in content
+    [chart] = run["artifacts"]
+    assert (chart["name"], chart["content_type"]) == ("sales.png", "image/png")
+    downloaded = bob_api.get(chart["download_url"])
+    assert b"".join(downloaded.streaming_content).startswith(b"\x89PNG")  # type: ignore[attr-defined]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -81,14 +98,15 @@ def test_cancelling_a_run_during_a_busy_loop_ends_it_within_two_seconds(
         timeout=10,
         message="the run to call code_run",
     )
-    time.sleep(0.5)  # the loop is spinning inside the sandbox
+    sandbox_uid = sandbox_uid_for(UUID(session_id))
+    if sandbox_uid is not None:  # as root each session's sandbox has a uid of its own to look for
+        wait_until(lambda: tasks_of_uid(sandbox_uid) > 0, timeout=10, message="the sandbox to start")
 
     requested_at = time.monotonic()
     response = bob_api.post(f"/api/v1/runs/{run_id}/cancel/")
     wait_until(lambda: Run.objects.get(pk=run_id).status == "cancelled", timeout=5, interval=0.01)
     elapsed = time.monotonic() - requested_at
-    sandbox_uid = sandbox_uid_for(UUID(session_id))
-    if sandbox_uid is not None:  # as root each session's sandbox has a uid of its own to look for
+    if sandbox_uid is not None:
         wait_until(lambda: tasks_of_uid(sandbox_uid) == 0, timeout=2, message="the sandbox to be killed")
     worker.join(timeout=10)
 

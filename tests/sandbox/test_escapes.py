@@ -93,7 +93,7 @@ def test_another_sessions_workspace_is_out_of_reach(context: ToolContext) -> Non
 
     assert neighbour_file.read_text() == "neighbour-secret\n"
     assert stdout_of(result) == "failed: FileNotFoundError"
-    assert stdout_of(listing) == ".code\noutput"
+    assert stdout_of(listing) == ".code\nattachments\noutput"
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,9 @@ def test_the_system_is_read_only(context: ToolContext) -> None:
 def test_a_symlink_written_to_output_is_not_listed(context: ToolContext) -> None:
     result = run_shell("ln -s /etc/passwd output/passwd; echo hi > output/real.txt", context)
 
-    assert result.endswith("files in output/:\n- real.txt (3 bytes)")
+    assert result.endswith(
+        "files in output/ (shown to the user with download links):\n- real.txt (text/plain, 3 bytes)"
+    )
 
 
 def test_output_replaced_by_a_link_to_a_host_folder_lists_nothing(context: ToolContext) -> None:

@@ -20,7 +20,7 @@ from billing.models import ModelPrice
 from files.artifacts import store_artifacts
 from files.models import FileStatus, KnowledgeBase, KnowledgeDocument, StoredFile
 from memory.models import Memory, MemoryStatus
-from sessions.models import Message, MessageRole, Run
+from sessions.models import Message, MessageRole, Run, Step
 from tenants.models import ApiKey, Membership, ProviderKey, Role
 from tests.conftest import Cast
 from tests.factories import make_agent
@@ -30,6 +30,7 @@ from tests.live import LiveStack, wait_until
 from tests.mcp.servers import DemoHttpServer
 from tests.web.knowledge import HAY_SENTENCE, actor_of, estate_knowledge_base
 from tools.builtins.base import ToolContext
+from tools.builtins.code import code_run_unavailable_reason
 from tools.models import Tool, ToolKind, ToolPolicy
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -892,3 +893,49 @@ def test_a_runs_files_show_as_cards_with_previews_live_and_after_a_reload_and_do
             answer.get_by_role("link", name=f"Download {name}").click()
         downloads[download.value.suggested_filename] = Path(download.value.path()).read_bytes()
     assert downloads == {"visitors.csv": VISITORS_CSV.encode(), "chart.png": png_bytes(120, 80)}
+
+
+CHART_FROM_ATTACHMENT = """
+import pandas, matplotlib.pyplot as plt
+sales = pandas.read_csv("attachments/sales.csv")
+sales.plot(x="month", y="total").get_figure().savefig("output/sales.png")
+print("total", sales["total"].sum())
+"""
+
+
+def test_code_run_charts_an_attached_csv_and_the_chart_shows_inline_and_downloads(
+    page: Page, cast: Cast, fake_model: FakeModelServer, tmp_path: Path, screenshot_dir: Path
+) -> None:
+    reason = code_run_unavailable_reason()
+    if reason:
+        pytest.skip(f"code_run cannot run here: {reason}")
+    agent = make_agent(
+        tenant=cast.tenant_a, name="Analyst", model_provider="anthropic", model_name="test-model"
+    )
+    ToolPolicy.objects.create(agent=agent, profile="coding")
+    fake_model.script(
+        Turn(tool_calls=[("code_run", {"language": "python", "code": CHART_FROM_ATTACHMENT})]),
+        Turn(text="The total is 40; the chart is below."),
+    )
+    sales = tmp_path / "sales.csv"
+    sales.write_text("month,total\n1,10\n2,30\n")
+    sign_in(page, "alice@a.test", "alice-password")
+    open_chat(page, agent)
+    with page.expect_file_chooser() as chooser:
+        page.get_by_role("button", name="Attach files").click()
+    chooser.value.set_files(str(sales))
+    expect(page.locator(".upload-chip", has_text="sales.csv")).to_have_attribute("data-state", "ready")
+
+    send(page, "Chart the sales.")
+
+    answer = last_answer(page)
+    chart = answer.get_by_role("img", name="sales.png")
+    expect(chart).to_be_visible(timeout=30_000)
+    wait_until(lambda: chart.evaluate("image => image.naturalWidth") > 0, message="chart decoded")
+    expect(answer.locator(".part-text").last).to_have_text("The total is 40; the chart is below.")
+    shoot(page, screenshot_dir, "chat-code-chart")
+    with page.expect_download() as download:
+        answer.get_by_role("link", name="Download sales.png").click()
+    assert Path(download.value.path()).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    step = Step.objects.get(run__session__agent=agent, kind="tool_call")
+    assert step.output["content"].startswith("exit code: 0\n\nstdout:\ntotal 40\n")

@@ -12,6 +12,7 @@ from weakref import WeakValueDictionary
 
 from django.conf import settings
 
+from files.models import FilePurpose, FileStatus, StoredFile
 from tools.builtins.base import BuiltinTool, ToolContext, ToolError, register
 from tools.sandbox.base import LIMIT_DESCRIPTIONS, SandboxLimits, SandboxResult
 from tools.sandbox.bubblewrap import BubblewrapBackend
@@ -21,9 +22,10 @@ from tools.sandbox.environment import (
     sandbox_python_dir,
     sandbox_python_status,
 )
-from tools.sandbox.outputs import OutputFile, collect_outputs, hand_over_outputs
+from tools.sandbox.outputs import collect_outputs, hand_over_outputs
 from tools.sandbox.workspaces import (
     OUTPUT_FOLDER,
+    place_attachments,
     prepare_workspace,
     sandbox_root,
     sandbox_uid_for,
@@ -93,6 +95,7 @@ def run_code_run(arguments: dict[str, Any], context: ToolContext) -> str:
     uid = sandbox_uid_for(context.session_id)
     with session_lock(context.session_id):
         workspace = prepare_workspace(context.tenant_id, context.session_id)
+        place_attachments(workspace, session_attachments(context), uid)
         suffix = ".py" if language == "python" else ".sh"
         code_path = write_code_file(workspace, f"{uuid.uuid4().hex}{suffix}", arguments["code"], uid)
         result = sandbox_backend().run(
@@ -106,13 +109,27 @@ def run_code_run(arguments: dict[str, Any], context: ToolContext) -> str:
             raise ToolError("stopped: the run was cancelled and the sandbox killed")
         outputs = collect_outputs(workspace / OUTPUT_FOLDER)
         # Before the lock is let go: the session's next call empties output/.
-        hand_over_outputs(context, outputs)
+        artifacts = hand_over_outputs(context, outputs)
         used_bytes = workspace_size(workspace)
-    return result_text(result, outputs, is_workspace_full=used_bytes > limits.workspace_bytes, limits=limits)
+    return result_text(
+        result, artifacts, is_workspace_full=used_bytes > limits.workspace_bytes, limits=limits
+    )
+
+
+def session_attachments(context: ToolContext) -> list[tuple[str, bytes]]:
+    """The files people attached to this conversation, as the code reads them in attachments/."""
+    attached = StoredFile.objects.filter(
+        tenant_id=context.tenant_id, session_id=context.session_id, purpose=FilePurpose.ATTACHMENT
+    ).exclude(status=FileStatus.FAILED)
+    files: list[tuple[str, bytes]] = []
+    for stored in attached.order_by("created_at", "id").defer("text"):
+        with stored.blob.open("rb") as blob:
+            files.append((stored.name, blob.read()))
+    return files
 
 
 def result_text(
-    result: SandboxResult, outputs: list[OutputFile], *, is_workspace_full: bool, limits: SandboxLimits
+    result: SandboxResult, artifacts: list[dict[str, Any]], *, is_workspace_full: bool, limits: SandboxLimits
 ) -> str:
     lines = [f"exit code: {result.exit_code}"]
     if result.limit_hit is not None:
@@ -124,10 +141,16 @@ def result_text(
         )
     lines += ["", "stdout:", result.stdout.rstrip("\n") or "(empty)", "", "stderr:"]
     lines.append(result.stderr.rstrip("\n") or "(empty)")
-    if outputs:
-        lines += ["", f"files in {OUTPUT_FOLDER}/:"]
-        lines += [f"- {output.name} ({output.size:,} bytes)" for output in outputs]
+    if artifacts:
+        lines += ["", f"files in {OUTPUT_FOLDER}/ (shown to the user with download links):"]
+        lines += [artifact_line(artifact) for artifact in artifacts]
     return "\n".join(lines)
+
+
+def artifact_line(artifact: dict[str, Any]) -> str:
+    if "skipped" in artifact:
+        return f"- {artifact['name']}: not kept ({artifact['skipped']})"
+    return f"- {artifact['name']} ({artifact['content_type']}, {artifact['size']:,} bytes)"
 
 
 def limit_value(result: SandboxResult, limits: SandboxLimits) -> str:
@@ -143,7 +166,8 @@ def limit_value(result: SandboxResult, limits: SandboxLimits) -> str:
 
 CODE_RUN_DESCRIPTION = (
     "Run Python 3 or a POSIX shell script in a sandbox with no network. The working folder "
-    "/workspace is kept between calls of this conversation, with the files earlier calls wrote. "
+    "/workspace is kept between calls of this conversation, with the files earlier calls wrote; "
+    "files people attached to the conversation are in /workspace/attachments/. "
     "Write files to hand back to /workspace/output/ (emptied at each call). Python has numpy, "
     "pandas and matplotlib (save charts with plt.savefig('output/chart.png')). Returns the exit "
     "code, stdout, stderr and the files written to output/."

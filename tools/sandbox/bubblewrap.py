@@ -34,7 +34,8 @@ READER_JOIN_SECONDS = 2.0
 TRUNCATION_NOTE = "\n[output truncated]"
 TOP_LEVEL_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # Only what dynamic linking, time zones and Debian's alternatives need: no passwd, no shadow.
-ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
+# fonts: matplotlib asks fontconfig, which complains on stderr without its configuration.
+ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "fonts")
 
 MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "Unable to allocate")
 PROCESS_MARKERS = ("Resource temporarily unavailable", "Cannot fork", "can't start new thread")

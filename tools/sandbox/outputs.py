@@ -1,12 +1,12 @@
 """The files a ``code_run`` left in ``output/``, and their hand-over to the artifacts store."""
 
-import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from files.artifacts import store_artifacts
 from tools.builtins.base import ToolContext
 
 # Files past this many are not listed or handed over (a loop writing thousands of files).
@@ -36,16 +36,7 @@ def collect_outputs(output_dir: Path) -> list[OutputFile]:
 
 
 def hand_over_outputs(context: ToolContext, outputs: list[OutputFile]) -> list[dict[str, Any]]:
-    """Stores the outputs as artifacts of the run when the files app offers it; [] otherwise."""
+    """Stores the outputs as artifacts of the run (``files.artifacts``), in the same order."""
     if not outputs:
         return []
-    try:
-        artifacts = importlib.import_module("files.artifacts")
-    except ModuleNotFoundError as error:
-        if error.name != "files.artifacts":
-            raise
-        return []
-    stored: list[dict[str, Any]] = artifacts.store_artifacts(
-        context, [(output.name, output.path) for output in outputs]
-    )
-    return stored
+    return store_artifacts(context, [(output.name, output.path) for output in outputs])

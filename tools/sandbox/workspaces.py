@@ -14,6 +14,8 @@ from django.conf import settings
 
 OUTPUT_FOLDER = "output"
 CODE_FOLDER = ".code"
+# The session's attached files, copied in afresh at each call (read them from attachments/).
+ATTACHMENTS_FOLDER = "attachments"
 # Traversable but not listable: one sandbox uid cannot enumerate the others' sessions.
 SHARED_FOLDER_MODE = 0o711
 SESSION_FOLDER_MODE = 0o700
@@ -69,23 +71,52 @@ def give_to_sandbox(path: Path, uid: int | None) -> None:
 
 
 def write_code_file(workspace: Path, name: str, code: str, uid: int | None) -> str:
-    """Writes the code under ``.code/`` and returns its path as the sandbox sees it.
+    """Writes the code under ``.code/`` and returns its path as the sandbox sees it."""
+    write_fresh_folder(workspace / CODE_FOLDER, [(name, code.encode("utf-8"))], uid)
+    return f"/workspace/{CODE_FOLDER}/{name}"
 
-    Opened through the folder's descriptor, so a link swapped in for ``.code`` is never followed.
+
+def place_attachments(workspace: Path, files: list[tuple[str, bytes]], uid: int | None) -> list[str]:
+    """The session's attached files under ``attachments/``; returns the names as placed."""
+    names = distinct_names([name for name, _data in files])
+    placed = [(name, data) for name, (_given, data) in zip(names, files, strict=True)]
+    write_fresh_folder(workspace / ATTACHMENTS_FOLDER, placed, uid)
+    return names
+
+
+def distinct_names(names: list[str]) -> list[str]:
+    """File names safe in one folder: no path parts, a second "a.csv" becomes "a (2).csv"."""
+    placed: list[str] = []
+    for raw in names:
+        name = raw.replace("/", "_").replace("\\", "_").lstrip(".") or "file"
+        stem, dot, extension = name.rpartition(".")
+        candidate, number = name, 2
+        while candidate in placed:
+            candidate = f"{stem} ({number}).{extension}" if dot and stem else f"{name} ({number})"
+            number += 1
+        placed.append(candidate)
+    return placed
+
+
+def write_fresh_folder(folder: Path, files: list[tuple[str, bytes]], uid: int | None) -> None:
+    """Replaces ``folder`` with one holding ``files``, given to the sandbox's uid.
+
+    Each file is opened through the folder's descriptor: a link the code swapped in for the
+    folder is never followed.
     """
-    folder = replace_with_empty_folder(workspace / CODE_FOLDER)
+    replace_with_empty_folder(folder)
     give_to_sandbox(folder, uid)
     folder_descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        descriptor = os.open(name, flags, 0o644, dir_fd=folder_descriptor)
-        if uid is not None:
-            os.fchown(descriptor, uid, uid)
+        for name, data in files:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            descriptor = os.open(name, flags, 0o644, dir_fd=folder_descriptor)
+            if uid is not None:
+                os.fchown(descriptor, uid, uid)
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(data)
     finally:
         os.close(folder_descriptor)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(code)
-    return f"/workspace/{CODE_FOLDER}/{name}"
 
 
 def workspace_size(workspace: Path) -> int:
