@@ -350,7 +350,8 @@ MEMORY_EXTRACTION_IDLE_SECONDS = env_int("MEMORY_EXTRACTION_IDLE_SECONDS", 1800)
 MEMORY_EXTRACTION_BATCH_SIZE = env_int("MEMORY_EXTRACTION_BATCH_SIZE", 50)
 
 # --- Knowledge search (embeddings: the MEMORY_EMBEDDINGS_* backend, one for the platform) -------
-KNOWLEDGE_VECTOR_SCAN_LIMIT = env_int("KNOWLEDGE_VECTOR_SCAN_LIMIT", 20_000)
+# Only without pgvector: chunks compared by the exact scan in Python (see files/conf.py).
+KNOWLEDGE_VECTOR_SCAN_LIMIT = env_int("KNOWLEDGE_VECTOR_SCAN_LIMIT", 2_000)
 
 # --- Context compaction ----------------------------------------------------------------------
 # Compact when a request passes this share of the model's context window.

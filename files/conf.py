@@ -10,9 +10,11 @@ from typing import Any
 from django.conf import settings
 
 DEFAULTS: dict[str, Any] = {
-    # Vector similarity is computed in Python over at most this many of the searched files'
-    # chunks (most recent first) plus the full-text candidates.
-    "KNOWLEDGE_VECTOR_SCAN_LIMIT": 20_000,
+    # Without pgvector, vector similarity is computed in Python over at most this many of the
+    # searched files' chunks (most recent first) plus the full-text candidates. The scan's cost
+    # grows with it (docs/benchmarks.md); older chunks are then found by vectors only when full
+    # text also finds them. With pgvector every chunk of the scope is compared, in SQL.
+    "KNOWLEDGE_VECTOR_SCAN_LIMIT": 2_000,
 }
 
 

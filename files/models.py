@@ -6,7 +6,8 @@ that check the tenant first.
 
 The full-text index of chunks is not a model field: a generated ``tsvector`` column with
 a GIN index on PostgreSQL, an FTS5 table kept in sync by triggers on SQLite (migration
-0002, ``files.fulltext``).
+0002, ``files.fulltext``). Nor is the pgvector copy of ``Chunk.embedding`` (migration 0003,
+``files.vectors``).
 """
 
 import uuid

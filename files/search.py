@@ -5,8 +5,9 @@ Hybrid ranking by Reciprocal Rank Fusion (RRF):
 * full text (``files.fulltext``): the chunks holding the query's rarer words, ranked by BM25;
 * vectors, when an embedding backend is configured (the platform's one, ``MEMORY_EMBEDDINGS_*``):
   the query is embedded once and compared (cosine, the vectors are unit length) with the
-  stored vectors of the scope's most recent ``KNOWLEDGE_VECTOR_SCAN_LIMIT`` chunks plus the
-  full-text candidates, an exact scan in Python; chunks of another backend or model are
+  stored vectors: all of the scope's in SQL with pgvector when the database has it
+  (``files.vectors``), else the scope's most recent ``KNOWLEDGE_VECTOR_SCAN_LIMIT`` chunks plus
+  the full-text candidates, an exact scan in Python; chunks of another backend or model are
   never compared, and similarities at or below ``VECTOR_MIN_SIMILARITY`` are not candidates;
 * a chunk's score is ``sum(1 / (RRF_K + rank))`` over the rankings it appears in (rank 1 the
   best), with ``RRF_K = 60``. Ranks, not raw scores, are fused, so BM25 and cosine need no
@@ -29,6 +30,7 @@ from django.db.models import Q, QuerySet
 from files.conf import knowledge_setting
 from files.fulltext import text_candidates
 from files.models import Chunk, FileStatus, StoredFile
+from files.vectors import ranked_by_similarity, store_vectors, vector_search_path
 from memory.embeddings import EmbeddingBackend, embed_or_none, embedding_backend
 from memory.fulltext import query_terms
 
@@ -110,7 +112,8 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], *, k: int = RRF_K)
 def embed_chunks(chunks: list[Chunk]) -> None:
     """Fill ``embedding`` and ``embedding_model`` of ``chunks`` with the configured backend.
 
-    Saved chunks are updated in bulk; unsaved ones are filled for the caller's insert.
+    Saved chunks are updated in bulk; unsaved ones are filled for the caller's insert, which
+    then calls ``files.vectors.store_vectors``.
     No backend, or a failing one (logged), leaves them empty: full text still finds them.
     """
     backend = embedding_backend()
@@ -125,6 +128,7 @@ def embed_chunks(chunks: list[Chunk]) -> None:
     saved = [chunk for chunk in chunks if chunk.pk is not None]
     if saved:
         Chunk.objects.bulk_update(saved, ["embedding", "embedding_model"])
+        store_vectors(saved)
 
 
 def _vector_ranking(
@@ -137,9 +141,33 @@ def _vector_ranking(
     vectors = embed_or_none(backend, [query])
     if vectors is None:
         return []
-    query_vector = array("f", vectors[0])
+    if vector_search_path() == "pgvector":
+        return ranked_by_similarity(
+            tenant_id=scope.tenant_id,
+            file_ids=file_ids,
+            model=backend.name,
+            query_vector=vectors[0],
+            minimum_similarity=VECTOR_MIN_SIMILARITY,
+            limit=pool,
+        )
+    return _scanned_ranking(
+        scope, file_ids, backend, query_vector=vectors[0], text_ranking=text_ranking, pool=pool
+    )
+
+
+def _scanned_ranking(
+    scope: SearchScope,
+    file_ids: list[UUID],
+    backend: EmbeddingBackend,
+    *,
+    query_vector: list[float],
+    text_ranking: list[int],
+    pool: int,
+) -> list[int]:
+    """The exact scan in Python, for databases without pgvector."""
+    query_values = array("f", query_vector)
     similarities = {
-        chunk_id: _similarity(query_vector, embedding)
+        chunk_id: _similarity(query_values, embedding)
         for chunk_id, embedding in _stored_vectors(scope, file_ids, backend, text_ranking)
     }
     ranked = sorted(

@@ -20,6 +20,7 @@ from files.chunking import ChunkText, chunk_sections
 from files.extraction import ExtractionError, Section, extract_sections
 from files.models import Chunk, FileStatus, StoredFile
 from files.search import embed_chunks
+from files.vectors import store_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ def _store_chunks(stored: StoredFile, sections: list[Section], texts: list[Chunk
     with transaction.atomic():
         Chunk.objects.filter(file=stored).delete()  # a retry after a crash starts clean
         Chunk.objects.bulk_create(chunks, batch_size=500)
+        store_vectors(chunks)
         StoredFile.objects.filter(pk=stored.pk).update(
             status=FileStatus.READY,
             status_reason="",
