@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agent_sessions', '0008_run_and_step_cost'),
-        ('files', '0002_chunk_fulltext'),
+        ('files', '0003_chunk_vector'),
     ]
 
     operations = [
