@@ -96,6 +96,7 @@ class FileFilter(StrictFilterSet):
         fields = ["session", "run", "purpose", "status"]
 
 
+@extend_schema(tags=["files"])
 @extend_schema_view(
     list=extend_schema(summary="List files", tags=["files"]),
     retrieve=extend_schema(summary="Read a file's metadata and status", tags=["files"]),
@@ -152,6 +153,7 @@ class FileViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
         return Response(FilePreviewSerializer(file_preview(stored)).data)
 
 
+@extend_schema(tags=["knowledge"])
 @extend_schema_view(
     list=extend_schema(summary="List knowledge bases", tags=["knowledge"]),
     retrieve=extend_schema(summary="Read a knowledge base", tags=["knowledge"]),

@@ -939,3 +939,24 @@ def test_code_run_charts_an_attached_csv_and_the_chart_shows_inline_and_download
     assert Path(download.value.path()).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     step = Step.objects.get(run__session__agent=agent, kind="tool_call")
     assert step.output["content"].startswith("exit code: 0\n\nstdout:\ntotal 40\n")
+
+
+def test_the_api_docs_render_with_the_network_blocked(page: Page, cast: Cast, stack: LiveStack) -> None:
+    outside: list[str] = []
+
+    def local_only(route: Any) -> None:
+        if route.request.url.startswith(stack.base_url):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", local_only)
+    sign_in(page, "alice@a.test", "alice-password")
+
+    page.goto("/api/v1/docs/")
+
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Agentry API")
+    for tag in ("agents", "sessions", "files", "knowledge"):
+        expect(page.locator(f"#operations-tag-{tag}")).to_be_visible()
+    assert outside == []
