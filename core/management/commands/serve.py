@@ -1,6 +1,7 @@
 """Run everything the embedded default needs: the ASGI server and a worker.
 
-Ctrl-C (or SIGTERM) stops both; if either exits, the other is stopped too.
+The address is printed once the server answers. Ctrl-C (or SIGTERM) stops both within 3 s; if
+either exits, the other is stopped too.
 """
 
 import contextlib
@@ -9,11 +10,18 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-STOP_GRACE_SECONDS = 20
+# Ctrl-C stops everything within 3 s: what does not stop in this time is killed. A run cut
+# short there is resumed by the next worker's sweeper (its lease expires), like a crash.
+STOP_GRACE_SECONDS = 2.5
+READY_TIMEOUT_SECONDS = 120
+# Where to ask a server that listens on every address.
+LOCAL_ADDRESSES = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "[::1]"}  # noqa: S104 - not a bind
 
 
 class Command(BaseCommand):
@@ -50,9 +58,6 @@ class Command(BaseCommand):
             [sys.executable, "manage.py", "worker"], env=worker_environment, start_new_session=True
         )
         processes = [server, cluster]
-        self.stdout.write(
-            f"Agentry is running on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"
-        )
 
         def stop(signum: int, frame: Any) -> None:
             raise KeyboardInterrupt
@@ -60,12 +65,34 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         try:
+            host = LOCAL_ADDRESSES.get(options["host"], options["host"])
+            if not self._wait_until_answering(f"http://{host}:{options['port']}/healthz", processes):
+                raise CommandError("the server did not start; its output above says why")
+            self.stdout.write(
+                f"Agentry is running on http://{options['host']}:{options['port']}/ (Ctrl-C stops it)"
+            )
             while all(process.poll() is None for process in processes):
-                time.sleep(0.5)
+                time.sleep(0.2)
         except KeyboardInterrupt:
             pass
         finally:
             self._stop_all(processes)
+
+    @staticmethod
+    def _wait_until_answering(url: str, processes: list[subprocess.Popen[bytes]]) -> bool:
+        """True once the server answers anything at all (a 400 for a host not allowed counts)."""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if any(process.poll() is not None for process in processes):
+                return False
+            try:
+                with urllib.request.urlopen(url, timeout=1):  # noqa: S310 - our own server, a fixed http URL
+                    return True
+            except urllib.error.HTTPError:
+                return True
+            except OSError:
+                time.sleep(0.1)
+        return False
 
     def _stop_all(self, processes: list[subprocess.Popen[bytes]]) -> None:
         """Ask each child to stop, then kill whole process groups so nothing is left running.
