@@ -102,13 +102,46 @@
     element.classList.add("is-rendered");
   };
 
+  /* --- Confirmations: one styled dialog, never the browser's confirm() ----------------------- */
+  agentry.confirm = function (question) {
+    const dialog = document.getElementById("confirm-dialog");
+    return new Promise(function (resolve) {
+      let answer = false;
+      dialog.querySelector("#confirm-dialog-question").textContent = question;
+      dialog.onclick = function (event) {
+        const button = event.target.closest("[data-confirm-answer]");
+        if (!button) return;
+        answer = button.getAttribute("data-confirm-answer") === "yes";
+        dialog.close();
+      };
+      // Esc and Cancel close it too: anything but "yes" is a no.
+      dialog.addEventListener("close", function () { resolve(answer); }, { once: true });
+      dialog.showModal();
+    });
+  };
+
+  // htmx's hx-confirm asks through the same dialog.
+  document.addEventListener("htmx:confirm", function (event) {
+    const question = event.detail.question;
+    if (!question) return;
+    event.preventDefault();
+    agentry.confirm(question).then(function (yes) { if (yes) event.detail.issueRequest(true); });
+  });
+
   /* --- Forms: loading states, confirmations, auto-submit ------------------------------------- */
   document.addEventListener("submit", function (event) {
     const form = event.target;
     if (!(form instanceof HTMLFormElement)) return;
     const question = form.getAttribute("data-confirm-submit");
-    if (question && !window.confirm(question)) {
+    if (question && form.dataset.confirmed !== "yes") {
       event.preventDefault();
+      const submitter = event.submitter;
+      agentry.confirm(question).then(function (yes) {
+        if (!yes) return;
+        form.dataset.confirmed = "yes";
+        form.requestSubmit(submitter || undefined);
+        delete form.dataset.confirmed;
+      });
       return;
     }
     if (event.defaultPrevented || !form.hasAttribute("data-loading")) return;

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 
 from agents.models import Agent
 from billing.models import ModelPrice
@@ -22,6 +22,7 @@ from files.models import FileStatus, KnowledgeBase, KnowledgeDocument, StoredFil
 from memory.models import Memory, MemoryStatus
 from sessions.models import Message, MessageRole, Run, Step
 from tenants.models import ApiKey, Membership, ProviderKey, Role
+from tenants.services import api_key_create
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -960,3 +961,32 @@ def test_the_api_docs_render_with_the_network_blocked(page: Page, cast: Cast, st
     for tag in ("agents", "sessions", "files", "knowledge"):
         expect(page.locator(f"#operations-tag-{tag}")).to_be_visible()
     assert outside == []
+
+
+def test_confirmations_ask_in_a_styled_dialog_never_the_browsers(page: Page, cast: Cast) -> None:
+    native: list[str] = []
+
+    def refuse(dialog: Dialog) -> None:
+        native.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", refuse)
+    api_key_create(tenant=cast.tenant_a, created_by=cast.alice, name="Deploy bot")
+    key = ApiKey.objects.get(name="Deploy bot")
+    sign_in(page, "alice@a.test", "alice-password")
+    page.goto("/account/")
+    revoke = page.get_by_role("button", name="Revoke Deploy bot")
+    dialog = page.get_by_role("dialog", name="Revoke “Deploy bot”? Clients using it stop working at once.")
+
+    revoke.click()
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    key.refresh_from_db()
+    kept = key.revoked_at
+    revoke.click()
+    dialog.get_by_role("button", name="Yes, go ahead").click()
+    wait_until(lambda: ApiKey.objects.get(pk=key.pk).revoked_at is not None, message="the key revoked")
+
+    assert kept is None
+    assert native == []
