@@ -1,5 +1,7 @@
 from django.db.models import Prefetch, QuerySet
+from django.http import HttpResponse
 from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -21,6 +23,7 @@ from core.api.viewsets import TenantScopedViewSet
 from files.artifacts import artifacts_by_message
 from files.citations import citations_by_run, citing_run_ids
 from files.models import FilePurpose, StoredFile
+from sessions.export import export_file_name, session_as_json, session_as_markdown
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
     events_for_run,
@@ -59,6 +62,14 @@ EVENT_PAGE_SIZE = 500
 AFTER_PARAMETER = OpenApiParameter(
     "after", {"type": "integer", "minimum": 0}, description="Only events with a larger seq."
 )
+EXPORT_PARAMETER = OpenApiParameter(
+    "as", {"type": "string", "enum": ["markdown", "json"]}, description="The file's kind (default markdown)."
+)
+# ?as= → how to render the conversation, its content type, its file name's extension.
+EXPORTS = {
+    "markdown": (session_as_markdown, "text/markdown", "md"),
+    "json": (session_as_json, "application/json", "json"),
+}
 EventPage = inline_serializer(
     "RunEventPage",
     {"results": RunEventSerializer(many=True), "next": serializers.CharField(allow_null=True)},
@@ -212,6 +223,24 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         return event_page(
             request, events_for_session(session=self.get_object(), after_seq=parse_after(request))
         )
+
+    @extend_schema(
+        summary="Export the conversation as Markdown or JSON (a download)",
+        tags=["sessions"],
+        parameters=[EXPORT_PARAMETER],
+        responses={(200, "text/markdown"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT},
+        filters=False,
+    )
+    @action(detail=True, methods=["get"])
+    def export(self, request: Request, pk: str | None = None) -> HttpResponse:
+        session = self.get_object()
+        kind = request.query_params.get("as", "markdown")
+        if kind not in EXPORTS:
+            raise ValidationError({"as": ["Choose markdown or json."]})
+        render, content_type, extension = EXPORTS[kind]
+        response = HttpResponse(render(session), content_type=f"{content_type}; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{export_file_name(session, extension)}"'
+        return response
 
 
 @extend_schema_view(retrieve=extend_schema(summary="Read a run with its steps and usage", tags=["runs"]))

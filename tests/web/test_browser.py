@@ -990,3 +990,19 @@ def test_confirmations_ask_in_a_styled_dialog_never_the_browsers(page: Page, cas
 
     assert kept is None
     assert native == []
+
+
+def test_a_conversation_exports_as_markdown_from_the_chat(page: Page, cast: Cast) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Reader")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+    send(page, "What is 2+2?")
+    wait_until(
+        lambda: Run.objects.filter(session__agent=agent, status="completed").exists(), message="answer"
+    )
+
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export the conversation as Markdown").click()
+
+    text = Path(download.value.path()).read_text()
+    assert text.startswith("# What is 2+2?\n\nWith Reader.\n\n## You\n\nWhat is 2+2?\n\n## Reader\n\n")

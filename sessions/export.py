@@ -1,0 +1,74 @@
+"""A conversation as a file people keep: Markdown to read, JSON to process.
+
+Both hold the conversation as the messages list has it: the people's messages with their
+attachments, and the agent's answers with the passages they cite. Tool calls and results, and
+executors' own turns, stay out; queued messages (not answered yet) too.
+"""
+
+import json
+from typing import Any
+
+from files.citations import citations_by_run, cited_in, citing_run_ids
+from sessions.models import MessageRole, Session
+from sessions.selectors import message_list_for_session
+
+SPOKEN_ROLES = (MessageRole.USER, MessageRole.ASSISTANT)
+
+
+def exported_messages(session: Session) -> list[dict[str, Any]]:
+    messages = [
+        message
+        for message in message_list_for_session(session=session).select_related("run")
+        if message.role in SPOKEN_ROLES and message.position is not None
+    ]
+    citations = citations_by_run(citing_run_ids(messages))
+    return [
+        {
+            "role": message.role,
+            "text": message.text,
+            "attachments": [
+                {key: block[key] for key in ("file_id", "name", "content_type", "size")}
+                for block in message.content
+                if block.get("type") == "attachment"
+            ],
+            "citations": cited_in(message.text, citations.get(message.run_id, []))
+            if message.role == MessageRole.ASSISTANT and message.run_id
+            else [],
+            "created_at": message.created_at.isoformat(),
+        }
+        for message in messages
+    ]
+
+
+def session_as_json(session: Session) -> str:
+    document = {
+        "session": {
+            "id": str(session.pk),
+            "title": session.title,
+            "agent": session.agent.name,
+            "created_at": session.created_at.isoformat(),
+        },
+        "messages": exported_messages(session),
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2)
+
+
+def session_as_markdown(session: Session) -> str:
+    lines = [f"# {session.title or 'Conversation'}", "", f"With {session.agent.name}.", ""]
+    for message in exported_messages(session):
+        speaker = "You" if message["role"] == MessageRole.USER else session.agent.name
+        lines += [f"## {speaker}", "", message["text"].strip(), ""]
+        lines += [f"- Attached: {attachment['name']}" for attachment in message["attachments"]]
+        lines += [_source_line(citation) for citation in message["citations"]]
+        if message["attachments"] or message["citations"]:
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _source_line(citation: dict[str, Any]) -> str:
+    where = f", page {citation['page']}" if citation["page"] is not None else ""
+    return f"- [{citation['number']}] {citation['document']}{where}"
+
+
+def export_file_name(session: Session, extension: str) -> str:
+    return f"conversation-{session.pk}.{extension}"
