@@ -12,48 +12,20 @@ from uuid import UUID
 
 from django.db.models import Min
 from django.http import Http404
-from django.urls import reverse
 
 from agents.models import Agent
 from agents.selectors import agent_list_for_actor
 from files.artifacts import artifacts_by_run
 from files.citations import citations_by_run, cited_in, citing_run_ids
-from files.models import StoredFile
-from files.previews import file_preview
 from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval
 from sessions.selectors import message_list_for_session, session_get_for_actor, session_list_for_actor
 from sessions.serializers import SessionLaneMixin
 from sessions.state import TERMINAL_RUN_STATUSES
 from tenants.actors import Actor
 from tenants.models import Role
+from web.chat_files import ArtifactCard, Attachment, artifact_card, message_attachments
 
 RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
-
-
-@dataclass(frozen=True)
-class ArtifactCard:
-    """A file a tool made, as its card shows it: name, size, type, and a preview."""
-
-    file_id: str
-    name: str
-    content_type: str
-    size: int
-    # ``files.previews.file_preview``: {"kind", "rows", "text", "is_truncated"}.
-    preview: dict[str, Any]
-
-    @property
-    def download_url(self) -> str:
-        return reverse("file-download", kwargs={"pk": self.file_id})
-
-
-def artifact_card(stored: StoredFile) -> ArtifactCard:
-    return ArtifactCard(
-        file_id=str(stored.pk),
-        name=stored.name,
-        content_type=stored.content_type,
-        size=stored.size,
-        preview=file_preview(stored),
-    )
 
 
 @dataclass
@@ -95,39 +67,6 @@ class Part:
     kind: Literal["text", "reasoning", "tool"]
     text: str = ""
     tool: ToolCard | None = None
-
-
-@dataclass(frozen=True)
-class Attachment:
-    """A file a user message carries, as its attachment block recorded it when it was sent."""
-
-    file_id: str
-    name: str
-    content_type: str
-    size: int
-
-    @property
-    def is_image(self) -> bool:
-        return self.content_type.startswith("image/")
-
-    @property
-    def download_url(self) -> str:
-        return reverse("file-download", kwargs={"pk": self.file_id})
-
-
-def message_attachments(message: Message | None) -> list[Attachment]:
-    if message is None:
-        return []
-    return [
-        Attachment(
-            file_id=str(block.get("file_id", "")),
-            name=str(block.get("name", "")),
-            content_type=str(block.get("content_type", "")),
-            size=int(block.get("size") or 0),
-        )
-        for block in message.content
-        if block.get("type") == "attachment" and block.get("file_id")
-    ]
 
 
 @dataclass
