@@ -10,7 +10,8 @@ from django.test import Client
 
 from sessions.events import EVENT_TYPES
 from sessions.models import Run, RunEvent, RunStatus, Step
-from tests.web.conftest import World
+from sessions.run_end import run_finish
+from tests.web.conftest import World, finished_conversation
 from web.timeline import EVENT_LABELS, SELF_TRANSITION_TEXT, event_label, timeline_entries
 from web.waterfall import Span, step_spans, wait_spans, waterfall_layout
 
@@ -219,3 +220,55 @@ def test_another_tenants_run_page_and_timeline_are_404_and_change_nothing(
     assert response.status_code == 404
     assert "Carol" not in response.content.decode()
     assert Run.objects.values().get(pk=world.run_b.pk) == before
+
+
+def _finished_plan(world: World) -> tuple[Run, Run, Run]:
+    """A plan run whose two executors made priced model calls, finished as the worker finishes it."""
+    parent = finished_conversation(world.session_a, question="Plan it", answer="Both parts done.")
+    Run.objects.filter(pk=parent.pk).update(
+        status=RunStatus.EXECUTING, input_tokens=100, output_tokens=20, model_calls=1, cost_micros=1500
+    )
+    children = []
+    for number, (tokens, micros) in enumerate((((50, 5), 700), ((70, 7), 900)), start=1):
+        children.append(
+            Run.objects.create(
+                tenant=parent.tenant,
+                session=parent.session,
+                agent=parent.agent,
+                created_by=parent.created_by,
+                parent_run=parent,
+                title=f"s{number}: part {number}",
+                status=RunStatus.COMPLETED,
+                input_tokens=tokens[0],
+                output_tokens=tokens[1],
+                model_calls=1,
+                cost_micros=micros,
+            )
+        )
+    parent.refresh_from_db()
+    run_finish(parent, status=RunStatus.COMPLETED, stop_reason="end_turn")
+    return parent, children[0], children[1]
+
+
+def test_a_plans_totals_include_its_executors_in_the_chat_and_on_its_run_page(
+    world: World, client_for: ClientFor
+) -> None:
+    parent, first, second = _finished_plan(world)
+    client = client_for(world.cast.bob)
+
+    chat = client.get(f"/chat/{world.session_a.pk}/").content.decode()
+    run_page = client.get(f"/runs/{parent.pk}/").content.decode()
+
+    answer = chat[chat.index(f'id="run-{parent.pk}"') : chat.index("<template")]
+    footer = answer[answer.rindex("<footer") :]
+    # 120 own + 55 + 77 tokens; 1500 + 700 + 900 micro-credits.
+    assert re.search(
+        r'data-slot="usage">252 tokens</span>\s*<span class="small muted" data-slot="cost">\$0\.0031<', footer
+    )
+    assert 'data-slot="usage">55 tokens · $0.0007</span>' in answer
+    assert 'data-slot="usage">77 tokens · $0.0009</span>' in answer
+    assert f'<a class="small" href="/runs/{first.pk}/">Timeline</a>' in answer
+    assert f'<a class="small" href="/runs/{second.pk}/">Timeline</a>' in answer
+    assert 'data-run-tokens title="252 tokens">252</p>' in run_page
+    assert '<p class="stat-value stat-small" data-run-cost>$0.0031</p>' in run_page
+    assert "with executors and sub-agents · own $0.0015" in run_page
