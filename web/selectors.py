@@ -36,6 +36,7 @@ from web.run_activity import (
 )
 
 USAGE_WINDOW = timedelta(days=7)
+TOP_LEVEL = Q(parent_run__isnull=True)
 REPORT_DAYS = 30
 
 
@@ -113,9 +114,10 @@ def dashboard_for_actor(*, actor: Actor) -> Dashboard:
         run_list_for_actor(actor=actor)
         .filter(created_at__gte=since)
         .aggregate(
-            runs=Count("id"),
-            completed=Count("id", filter=Q(status=RunStatus.COMPLETED)),
-            failed=Count("id", filter=Q(status__in=[RunStatus.FAILED, RunStatus.TIMEOUT])),
+            # Executors and sub-agents count with their parent run; their tokens count in full.
+            runs=Count("id", filter=TOP_LEVEL),
+            completed=Count("id", filter=TOP_LEVEL & Q(status=RunStatus.COMPLETED)),
+            failed=Count("id", filter=TOP_LEVEL & Q(status__in=[RunStatus.FAILED, RunStatus.TIMEOUT])),
             input_tokens=Sum("input_tokens"),
             output_tokens=Sum("output_tokens"),
         )

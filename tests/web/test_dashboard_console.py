@@ -254,3 +254,17 @@ def test_carols_runs_stay_out_of_tenant_as_dashboard(world: World, client_for: C
     assert days == [RunDay(today.isoformat(), 1, 0)]
     assert str(world.run_b.pk)[:8] not in body
     assert Run.objects.values().get(pk=world.run_b.pk) == before
+
+
+def test_the_weeks_run_counts_leave_children_to_their_parent_but_count_their_tokens(
+    world: World, client_for: ClientFor
+) -> None:
+    today = timezone.now().astimezone(UTC).date()
+    parent = seeded_run(world, user=world.cast.bob, day=today, status=RunStatus.FAILED)
+    seeded_run(world, user=world.cast.bob, day=today, parent_run=parent, input_tokens=40, output_tokens=10)
+
+    body = client_for(world.cast.bob).get("/").content.decode()
+
+    # run_a (150 tokens) and the failed parent; the executor's 50 tokens count in the total.
+    assert '<p class="stat-value">2</p><p class="stat-note">1 completed · 1 failed</p>' in body
+    assert 'title="200 tokens">200</p>' in body
