@@ -47,12 +47,12 @@ def run_days_for_actor(*, actor: Actor, since: date, until: date) -> list[RunDay
         .values(day=TruncDate("created_at", tzinfo=UTC))
         .annotate(runs=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
     )
-    by_day = {row["day"].isoformat(): row for row in counted}
+    by_day = {row["day"].isoformat(): (row["runs"], row["errors"]) for row in counted}
     days = []
     day = since
     while day <= until:
-        row = by_day.get(day.isoformat(), {})
-        days.append(RunDay(day.isoformat(), row.get("runs", 0), row.get("errors", 0)))
+        runs, errors = by_day.get(day.isoformat(), (0, 0))
+        days.append(RunDay(day.isoformat(), runs, errors))
         day += timedelta(days=1)
     return days
 

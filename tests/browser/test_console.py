@@ -23,6 +23,7 @@ from tests.browser.conftest import (
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.live import wait_until
+from tools.models import ToolPolicy
 
 pytestmark = BROWSER_MARKS
 
@@ -104,6 +105,31 @@ def test_a_plans_executors_show_their_tokens_and_the_waterfall_links_to_them(
     page.goto(f"/chat/{parent.session_id}/")
     expect(last_answer(page).locator(".child-run [data-slot=usage]").first).to_have_text(expected_usage[0])
     assert_no_page_overflow(page)
+
+
+def test_a_sub_agent_shows_its_tokens_and_links_to_its_run_live_and_after_a_reload(
+    page: Page, cast: Cast
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Delegator")
+    ToolPolicy.objects.create(agent=agent, profile="messaging")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "delegate: what is 6*7?")
+
+    block = last_answer(page).locator(".child-run")
+    expect(block).to_have_attribute("data-status", "completed")
+    child = wait_until(lambda: Run.objects.filter(agent=agent, parent_tool_call_id__gt="").first())
+    wait_until(lambda: Run.objects.get(pk=child.pk).status == RunStatus.COMPLETED)
+    child.refresh_from_db()
+    expect(block.locator(":scope > summary [data-slot=usage]")).to_have_text(child_usage_text(child))
+    page.reload()
+    reloaded = last_answer(page).locator(".child-run")
+    expect(reloaded.locator(":scope > summary [data-slot=usage]")).to_have_text(child_usage_text(child))
+    reloaded.locator(":scope > summary").click()
+    reloaded.get_by_role("link", name="Timeline").click()
+    page.wait_for_url(f"**/runs/{child.pk}/")
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Run {str(child.pk)[:8]}")
 
 
 def seeded_run(agent: Any, *, user: Any, created_at: datetime, status: str, **fields: Any) -> Run:
