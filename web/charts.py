@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from billing.costs import Cost, cost_label
 from billing.usage import UsageRow
-from web.run_activity import RunDay
+from web.run_activity import RunDay, RunGroup
 from web.selectors import UsageReports
 
 Row = TypeVar("Row")
@@ -249,15 +249,51 @@ def token_ranking_charts(reports: UsageReports, period: str) -> list[UsageChart]
 
 @dataclass(frozen=True)
 class RunChart:
-    """Runs or errors per day, with the days it draws (shown as a table beside it)."""
+    """Runs or errors per day, agent or member, with the rows it draws (shown as a table beside it)."""
 
     slug: str
     chart: BarChart
-    rows: list[RunDay]
+    rows: Sequence[RunDay | RunGroup]
+    row_heading: str = "Day"
+
+    @property
+    def is_columns(self) -> bool:
+        return self.row_heading == "Day"
+
+
+def _runs_text(runs: int, errors: int) -> str:
+    return f"{runs} run{'s' if runs != 1 else ''}" + (f", {errors} failed" if errors else "")
+
+
+def run_ranking_charts(reports: UsageReports, period: str) -> list[RunChart]:
+    """Runs per agent and per member, the busiest first; each bar says how many failed."""
+    charts = []
+    for what, heading, groups in (
+        ("agent", "Agent", reports.run_agents),
+        ("member", "Member", reports.run_members),
+    ):
+        top = groups[0] if groups else None
+        summary = (
+            f"Runs by {what} in {period}: {sum(group.runs for group in groups)} in all, "
+            f"{sum(group.errors for group in groups)} failed; the most is {top.label} with {top.runs}."
+            if top
+            else f"No runs by {what} in {period}."
+        )
+        chart = row_chart(
+            groups,
+            title=f"Runs per {what}",
+            value=lambda group: group.runs,
+            label=lambda group: group.label,
+            value_text=lambda group: _runs_text(group.runs, group.errors),
+            summary=summary,
+        )
+        charts.append(RunChart(f"runs-per-{what}", chart, groups, heading))
+    return charts
 
 
 def run_charts(reports: UsageReports) -> list[RunChart]:
-    """Runs and errors (failed or timed out) per day, by the day each run started."""
+    """Runs and errors (failed or timed out) per day, by the day each run started, then per agent
+    and member."""
     period = f"{reports.since:%Y-%m-%d} to {reports.until:%Y-%m-%d}"
     days = reports.run_days
     runs, errors = sum(day.runs for day in days), sum(day.errors for day in days)
@@ -286,4 +322,5 @@ def run_charts(reports: UsageReports) -> list[RunChart]:
             ),
             days,
         ),
+        *run_ranking_charts(reports, period),
     ]

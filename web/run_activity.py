@@ -25,6 +25,10 @@ class RunDay:
     runs: int
     errors: int
 
+    @property
+    def label(self) -> str:
+        return self.key
+
 
 def _counted_runs(actor: Actor) -> QuerySet[Run]:
     """Top-level runs the actor may count: the whole tenant's for owners and admins, else their own
@@ -55,6 +59,49 @@ def run_days_for_actor(*, actor: Actor, since: date, until: date) -> list[RunDay
         days.append(RunDay(day.isoformat(), runs, errors))
         day += timedelta(days=1)
     return days
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """Runs of one agent or member over the report's days, and how many failed or timed out."""
+
+    key: str
+    label: str
+    runs: int
+    errors: int
+
+
+# Per grouping: its key column, the columns its label is the first non-empty of, and the label
+# of rows without one (a deleted agent; a run no member started).
+RUN_GROUPS = {
+    "agent": ("agent_id", ("agent__name",), "(deleted agent)"),
+    "member": ("created_by_id", ("created_by__email", "created_by__username"), "(no member)"),
+}
+
+
+def run_groups_for_actor(*, actor: Actor, group_by: str, since: date, until: date) -> list[RunGroup]:
+    """Runs per agent or member from ``since`` to ``until`` (UTC days), the busiest first."""
+    key_field, label_fields, missing = RUN_GROUPS[group_by]
+    counted = (
+        _counted_runs(actor)
+        .filter(
+            created_at__gte=datetime.combine(since, time.min, tzinfo=UTC),
+            created_at__lt=datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC),
+        )
+        .order_by()
+        .values(key_field, *label_fields)
+        .annotate(runs=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
+    )
+    groups = [
+        RunGroup(
+            key=str(row[key_field] or ""),
+            label=next((row[field] for field in label_fields if row[field]), missing),
+            runs=row["runs"],
+            errors=row["errors"],
+        )
+        for row in counted
+    ]
+    return sorted(groups, key=lambda group: (-group.runs, group.label, group.key))
 
 
 @dataclass(frozen=True)

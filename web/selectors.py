@@ -30,8 +30,10 @@ from tools.selectors import tool_list_for_actor
 from web.run_activity import (
     RecentRun,
     RunDay,
+    RunGroup,
     recent_runs_for_actor,
     run_days_for_actor,
+    run_groups_for_actor,
     servers_down_for_actor,
 )
 
@@ -70,6 +72,8 @@ class UsageReports:
     models: list[UsageRow]
     # Runs and errors per day (started, not finished: a run that fails counts on the day it began).
     run_days: list[RunDay]
+    run_agents: list[RunGroup]
+    run_members: list[RunGroup]
     # Owners and admins see the whole workspace; others their own runs.
     is_whole_tenant: bool
 
@@ -93,6 +97,8 @@ def usage_reports_for_actor(*, actor: Actor, until: date | None = None) -> Usage
         members=rows["member"],
         models=rows["model"],
         run_days=run_days_for_actor(actor=actor, since=since, until=until),
+        run_agents=run_groups_for_actor(actor=actor, group_by="agent", since=since, until=until),
+        run_members=run_groups_for_actor(actor=actor, group_by="member", since=since, until=until),
         is_whole_tenant=actor.can(Role.ADMIN),
     )
 

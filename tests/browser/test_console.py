@@ -188,6 +188,12 @@ def test_the_dashboard_charts_runs_errors_and_tokens_and_folds_executors(
     error_bars = page.locator('[data-chart="errors-per-day"] rect.chart-bar')
     expect(error_bars.nth(29)).to_have_attribute("height", "160.0")
     expect(error_bars.nth(28)).to_have_attribute("height", "0.0")
+    expect(page.get_by_role("img", name="Runs per agent")).to_have_accessible_description(
+        re.compile(r": 4 in all, 1 failed; the most is Helper with 3\.$")
+    )
+    expect(page.get_by_role("img", name="Runs per member")).to_have_accessible_description(
+        re.compile(r"the most is bob@a\.test with 3\.$")
+    )
     expect(page.get_by_role("img", name="Tokens per agent")).to_have_accessible_description(
         re.compile(r"1200 in all; the most is Writer with 900\.$")
     )

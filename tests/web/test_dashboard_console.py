@@ -19,7 +19,14 @@ from tests.web.conftest import World
 from tests.web.knowledge import actor_of
 from tools.models import AgentTool, Tool, ToolKind
 from web.charts import run_charts, token_ranking_charts
-from web.run_activity import RunDay, recent_runs_for_actor, run_days_for_actor, servers_down_for_actor
+from web.run_activity import (
+    RunDay,
+    RunGroup,
+    recent_runs_for_actor,
+    run_days_for_actor,
+    run_groups_for_actor,
+    servers_down_for_actor,
+)
 from web.selectors import UsageReports, usage_reports_for_actor
 
 ClientFor = Callable[[Any], Client]
@@ -33,10 +40,10 @@ def noon(day: date) -> datetime:
 def seeded_run(
     world: World, *, user: Any, day: date, status: str = RunStatus.COMPLETED, **fields: Any
 ) -> Run:
+    fields.setdefault("agent", world.agent_a)
     run = Run.objects.create(
         tenant=world.cast.tenant_a,
         session=world.session_a,
-        agent=world.agent_a,
         created_by=user,
         status=status,
         **fields,
@@ -56,6 +63,8 @@ def reports_with(
         members=[],
         models=[],
         run_days=run_days or [],
+        run_agents=[],
+        run_members=[],
         is_whole_tenant=True,
     )
 
@@ -84,10 +93,34 @@ def test_runs_and_errors_per_day_count_top_level_runs_by_the_day_they_started(wo
     assert for_bob == [RunDay("2026-11-18", 2, 1), RunDay("2026-11-19", 0, 0), RunDay("2026-11-20", 1, 1)]
 
 
+def test_runs_per_agent_and_member_count_top_level_runs_and_their_errors(world: World) -> None:
+    other = make_agent(tenant=world.cast.tenant_a, name="Other")
+    Run.objects.filter(pk=world.run_a.pk).update(created_at=noon(DAY))
+    parent = seeded_run(world, user=world.cast.bob, day=DAY, status=RunStatus.FAILED)
+    seeded_run(world, user=world.cast.bob, day=DAY, status=RunStatus.FAILED, parent_run=parent)
+    seeded_run(world, user=world.cast.alice, day=DAY, status=RunStatus.TIMEOUT, agent=other)
+    seeded_run(world, user=world.cast.alice, day=DAY - timedelta(days=9))
+    Run.objects.filter(pk=world.run_b.pk).update(created_at=noon(DAY))
+    alice = actor_of(world.cast.alice, world.cast.tenant_a)
+    since = DAY - timedelta(days=2)
+
+    by_agent = run_groups_for_actor(actor=alice, group_by="agent", since=since, until=DAY)
+    by_member = run_groups_for_actor(actor=alice, group_by="member", since=since, until=DAY)
+
+    assert by_agent == [
+        RunGroup(str(world.agent_a.pk), "Helper", 2, 1),
+        RunGroup(str(other.pk), "Other", 1, 1),
+    ]
+    assert by_member == [
+        RunGroup(str(world.cast.bob.pk), "bob@a.test", 2, 1),
+        RunGroup(str(world.cast.alice.pk), "alice@a.test", 1, 1),
+    ]
+
+
 def test_run_charts_draw_a_column_per_day_scaled_to_the_busiest() -> None:
     days = [RunDay("2026-11-18", 2, 1), RunDay("2026-11-19", 0, 0), RunDay("2026-11-20", 4, 2)]
 
-    runs, errors = run_charts(reports_with(run_days=days))
+    runs, errors, by_agent, by_member = run_charts(reports_with(run_days=days))
 
     assert [(bar.x, bar.y, bar.width, bar.height, bar.value_text) for bar in runs.chart.bars] == [
         (30.0, 80.0, 140.0, 80.0, "2 runs"),
@@ -99,6 +132,11 @@ def test_run_charts_draw_a_column_per_day_scaled_to_the_busiest() -> None:
     assert (
         errors.chart.summary == "Runs that failed or timed out per day from 2026-11-18 to 2026-11-20: 3 of 6."
     )
+    assert (by_agent.chart.bars, by_agent.chart.summary) == (
+        [],
+        "No runs by agent in 2026-11-18 to 2026-11-20.",
+    )
+    assert (by_member.slug, by_member.is_columns, runs.is_columns) == ("runs-per-member", False, True)
 
 
 def test_token_rankings_order_by_tokens_not_cost() -> None:
