@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from billing.costs import Cost, cost_label
 from billing.usage import UsageRow
+from web.run_activity import RunDay, RunGroup
 from web.selectors import UsageReports
 
 Row = TypeVar("Row")
@@ -196,20 +197,130 @@ def usage_charts(reports: UsageReports) -> list[UsageChart]:
         ("cost-per-member", "member", "Member", reports.members),
         ("cost-per-model", "model", "Model", reports.models),
     ]
-    return day_charts + [
-        UsageChart(
-            slug,
-            what,
-            row_chart(
+    return (
+        day_charts
+        + [
+            UsageChart(
+                slug,
+                what,
+                row_chart(
+                    rows,
+                    title=f"Cost per {what}",
+                    value=lambda row: row.cost_micros,
+                    label=lambda row: row.label,
+                    value_text=lambda row: cost_label(row.cost),
+                    summary=_ranking_summary(rows, what, period),
+                ),
                 rows,
-                title=f"Cost per {what}",
-                value=lambda row: row.cost_micros,
-                label=lambda row: row.label,
-                value_text=lambda row: cost_label(row.cost),
-                summary=_ranking_summary(rows, what, period),
-            ),
-            rows,
-            heading,
+                heading,
+            )
+            for slug, what, heading, rows in rankings
+        ]
+        + token_ranking_charts(reports, period)
+    )
+
+
+def token_ranking_charts(reports: UsageReports, period: str) -> list[UsageChart]:
+    """Tokens per agent and per member, most first (the cost rankings order by money)."""
+    charts = []
+    for slug, what, heading, rows in (
+        ("tokens-per-agent", "agent", "Agent", reports.agents),
+        ("tokens-per-member", "member", "Member", reports.members),
+    ):
+        ranked = sorted(rows, key=lambda row: (-row.total_tokens, row.label, row.key))
+        top = ranked[0] if ranked else None
+        summary = (
+            f"Tokens by {what} in {period}: {sum(row.total_tokens for row in ranked)} in all; "
+            f"the most is {top.label} with {top.total_tokens}."
+            if top
+            else f"No model calls by {what} in {period}."
         )
-        for slug, what, heading, rows in rankings
+        chart = row_chart(
+            ranked,
+            title=f"Tokens per {what}",
+            value=lambda row: row.total_tokens,
+            label=lambda row: row.label,
+            value_text=lambda row: f"{row.total_tokens} tokens",
+            summary=summary,
+        )
+        charts.append(UsageChart(slug, what, chart, ranked, heading))
+    return charts
+
+
+@dataclass(frozen=True)
+class RunChart:
+    """Runs or errors per day, agent or member, with the rows it draws (shown as a table beside it)."""
+
+    slug: str
+    chart: BarChart
+    rows: Sequence[RunDay | RunGroup]
+    row_heading: str = "Day"
+
+    @property
+    def is_columns(self) -> bool:
+        return self.row_heading == "Day"
+
+
+def _runs_text(runs: int, errors: int) -> str:
+    return f"{runs} run{'s' if runs != 1 else ''}" + (f", {errors} failed" if errors else "")
+
+
+def run_ranking_charts(reports: UsageReports, period: str) -> list[RunChart]:
+    """Runs per agent and per member, the busiest first; each bar says how many failed."""
+    charts = []
+    for what, heading, groups in (
+        ("agent", "Agent", reports.run_agents),
+        ("member", "Member", reports.run_members),
+    ):
+        top = groups[0] if groups else None
+        summary = (
+            f"Runs by {what} in {period}: {sum(group.runs for group in groups)} in all, "
+            f"{sum(group.errors for group in groups)} failed; the most is {top.label} with {top.runs}."
+            if top
+            else f"No runs by {what} in {period}."
+        )
+        chart = row_chart(
+            groups,
+            title=f"Runs per {what}",
+            value=lambda group: group.runs,
+            label=lambda group: group.label,
+            value_text=lambda group: _runs_text(group.runs, group.errors),
+            summary=summary,
+        )
+        charts.append(RunChart(f"runs-per-{what}", chart, groups, heading))
+    return charts
+
+
+def run_charts(reports: UsageReports) -> list[RunChart]:
+    """Runs and errors (failed or timed out) per day, by the day each run started, then per agent
+    and member."""
+    period = f"{reports.since:%Y-%m-%d} to {reports.until:%Y-%m-%d}"
+    days = reports.run_days
+    runs, errors = sum(day.runs for day in days), sum(day.errors for day in days)
+    return [
+        RunChart(
+            "runs-per-day",
+            column_chart(
+                days,
+                title="Runs per day",
+                value=lambda day: day.runs,
+                label=lambda day: day.key[5:],
+                value_text=lambda day: f"{day.runs} run{'s' if day.runs != 1 else ''}",
+                summary=f"Runs per day from {period}: {runs} in all.",
+            ),
+            days,
+        ),
+        RunChart(
+            "errors-per-day",
+            column_chart(
+                days,
+                title="Errors per day",
+                value=lambda day: day.errors,
+                label=lambda day: day.key[5:],
+                value_text=lambda day: f"{day.errors} failed",
+                summary=f"Runs that failed or timed out per day from {period}: {errors} of {runs}.",
+            ),
+            days,
+        ),
+        *run_ranking_charts(reports, period),
     ]

@@ -14,11 +14,10 @@ from agents.models import Agent
 from agents.selectors import agent_get_for_actor, agent_list_for_actor
 from billing.costs import Cost
 from billing.usage import UsageRow, usage_by_day, usage_report_for_actor
-from mcp_servers.models import McpHealth, McpServer
-from mcp_servers.selectors import mcp_server_list_for_actor
+from mcp_servers.models import McpServer
 from memory.models import Memory, MemoryStatus, MemoryType
 from memory.selectors import memory_list_for_actor, memory_list_for_agent, memory_search_for_agent
-from sessions.models import Run, RunStatus, Session
+from sessions.models import RunStatus, Session
 from sessions.selectors import run_list_for_actor, session_list_for_actor
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
@@ -28,8 +27,18 @@ from tenants.models import ApiKey, Invitation, Membership, Role
 from tools.agent_tools import agent_tools_overview
 from tools.models import Tool, ToolKind, ToolPolicy
 from tools.selectors import tool_list_for_actor
+from web.run_activity import (
+    RecentRun,
+    RunDay,
+    RunGroup,
+    recent_runs_for_actor,
+    run_days_for_actor,
+    run_groups_for_actor,
+    servers_down_for_actor,
+)
 
 USAGE_WINDOW = timedelta(days=7)
+TOP_LEVEL = Q(parent_run__isnull=True)
 REPORT_DAYS = 30
 
 
@@ -61,6 +70,10 @@ class UsageReports:
     agents: list[UsageRow]
     members: list[UsageRow]
     models: list[UsageRow]
+    # Runs and errors per day (started, not finished: a run that fails counts on the day it began).
+    run_days: list[RunDay]
+    run_agents: list[RunGroup]
+    run_members: list[RunGroup]
     # Owners and admins see the whole workspace; others their own runs.
     is_whole_tenant: bool
 
@@ -83,6 +96,9 @@ def usage_reports_for_actor(*, actor: Actor, until: date | None = None) -> Usage
         agents=rows["agent"],
         members=rows["member"],
         models=rows["model"],
+        run_days=run_days_for_actor(actor=actor, since=since, until=until),
+        run_agents=run_groups_for_actor(actor=actor, group_by="agent", since=since, until=until),
+        run_members=run_groups_for_actor(actor=actor, group_by="member", since=since, until=until),
         is_whole_tenant=actor.can(Role.ADMIN),
     )
 
@@ -90,7 +106,7 @@ def usage_reports_for_actor(*, actor: Actor, until: date | None = None) -> Usage
 @dataclass(frozen=True)
 class Dashboard:
     recent_sessions: list[Session]
-    recent_runs: list[Run]
+    recent_runs: list[RecentRun]
     usage: WeeklyUsage
     reports: UsageReports
     servers_down: list[McpServer]
@@ -104,9 +120,10 @@ def dashboard_for_actor(*, actor: Actor) -> Dashboard:
         run_list_for_actor(actor=actor)
         .filter(created_at__gte=since)
         .aggregate(
-            runs=Count("id"),
-            completed=Count("id", filter=Q(status=RunStatus.COMPLETED)),
-            failed=Count("id", filter=Q(status__in=[RunStatus.FAILED, RunStatus.TIMEOUT])),
+            # Executors and sub-agents count with their parent run; their tokens count in full.
+            runs=Count("id", filter=TOP_LEVEL),
+            completed=Count("id", filter=TOP_LEVEL & Q(status=RunStatus.COMPLETED)),
+            failed=Count("id", filter=TOP_LEVEL & Q(status__in=[RunStatus.FAILED, RunStatus.TIMEOUT])),
             input_tokens=Sum("input_tokens"),
             output_tokens=Sum("output_tokens"),
         )
@@ -114,14 +131,10 @@ def dashboard_for_actor(*, actor: Actor) -> Dashboard:
     agents = agent_list_for_actor(actor=actor)
     return Dashboard(
         recent_sessions=list(session_list_for_actor(actor=actor)[:6]),
-        recent_runs=list(
-            run_list_for_actor(actor=actor).select_related("agent", "session").order_by("-created_at")[:8]
-        ),
+        recent_runs=recent_runs_for_actor(actor=actor),
         usage=WeeklyUsage(**{name: value or 0 for name, value in totals.items()}),
         reports=usage_reports_for_actor(actor=actor),
-        servers_down=list(
-            mcp_server_list_for_actor(actor=actor).filter(is_enabled=True, health_status=McpHealth.DOWN)
-        ),
+        servers_down=servers_down_for_actor(actor=actor),
         agent_count=agents.count(),
         first_agent=agents.filter(is_active=True).order_by("created_at").first(),
     )

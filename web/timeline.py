@@ -4,12 +4,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils import timezone
+
 from agents.models import Agent
 from billing.costs import Cost, run_cost
 from sessions.models import Run, RunEvent, Step, ToolApproval
 from sessions.selectors import events_for_run, run_get_for_actor
 from sessions.state import TERMINAL_RUN_STATUSES
 from tenants.actors import Actor
+from web.templatetags.agentry import status_label
+from web.waterfall import Waterfall, child_spans, step_spans, wait_spans, waterfall_layout
 
 DELTA_TYPES = {"text.delta": "Text streamed", "reasoning.delta": "Reasoning streamed"}
 
@@ -37,6 +41,10 @@ class RunTimeline:
     own_cost: Cost
     is_finished: bool
     duration_seconds: float | None
+    waterfall: Waterfall
+    children: list[Run]
+    # Tokens of the run with its executors' and sub-agents' (its own when it has none).
+    total_tokens: int
 
 
 def _pretty(value: Any) -> str:
@@ -45,17 +53,76 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+# Every event type of the wire contract (sessions.events.EVENT_TYPES), as people read it.
+EVENT_LABELS = {
+    "run.queued": "Run queued",
+    "run.started": "Run started",
+    "run.status": "Status changed",
+    "run.completed": "Run completed",
+    "run.failed": "Run failed",
+    "run.cancelled": "Run cancelled",
+    "run.timeout": "Run timed out",
+    "step.started": "Step started",
+    "step.completed": "Step finished",
+    "message.started": "Answer started",
+    "text.delta": "Text streamed",
+    "reasoning.delta": "Reasoning streamed",
+    "message.completed": "Answer completed",
+    "tool.call": "Tool call",
+    "tool.result": "Tool result",
+    "approval.required": "Approval required",
+    "approval.resolved": "Approval decided",
+    "plan.created": "Plan created",
+    "plan.updated": "Plan updated",
+    "compaction": "Context compacted",
+    "usage": "Usage",
+    "error": "Error",
+    "artifact.created": "File created",
+}
+# A run that waits on its children gives its worker back: executing → executing says only that.
+SELF_TRANSITION_TEXT = "Released its worker while waiting for its executors or sub-agents"
+
+
+def event_label(event_type: str) -> str:
+    """The event's human name; a type newer than this table still reads as words."""
+    return EVENT_LABELS.get(event_type) or event_type.replace(".", " ").replace("_", " ").capitalize()
+
+
+def _status_summary(data: dict[str, Any]) -> str:
+    before, after = data.get("from"), data.get("to")
+    if before == after:
+        return SELF_TRANSITION_TEXT
+    reason = f" ({status_label(str(data['stop_reason']))})" if data.get("stop_reason") else ""
+    return f"Status {status_label(str(before))} → {status_label(str(after))}{reason}"
+
+
+def _step_summary(event: RunEvent, data: dict[str, Any]) -> tuple[str, str, str]:
+    kind = str(data.get("kind", "")).replace("_", " ")
+    number = int(data.get("index", 0)) + 1
+    if event.type == "step.started":
+        return f"Step {number} started ({kind})", "", "info"
+    tone = "error" if data.get("status") == "failed" else "info"
+    return f"Step {number} {data.get('status', 'completed')} ({kind})", data.get("error", ""), tone
+
+
+def _plan_summary(event: RunEvent, data: dict[str, Any]) -> tuple[str, str, str]:
+    steps = data.get("steps")
+    count = f": {len(steps)} step{'s' if len(steps) != 1 else ''}" if isinstance(steps, list) else ""
+    reason = f" ({str(data['reason']).replace('_', ' ')})" if data.get("reason") else ""
+    return f"{event_label(event.type)}{count}{reason}", _pretty(data) if data else "", "info"
+
+
 def _describe(event: RunEvent) -> tuple[str, str, str]:
     """(summary, detail, tone) of one event."""
     data = event.data or {}
     kind = event.type
+    label = event_label(kind)
     if kind == "run.status":
-        reason = f" ({data['stop_reason']})" if data.get("stop_reason") else ""
-        return f"Status {data.get('from')} → {data.get('to')}{reason}", "", "info"
+        return _status_summary(data), "", "info"
     if kind in ("step.started", "step.completed"):
-        verb = "started" if kind == "step.started" else data.get("status", "completed")
-        tone = "error" if data.get("status") == "failed" else "info"
-        return f"Step {data.get('index', 0) + 1} ({data.get('kind', '')}) {verb}", data.get("error", ""), tone
+        return _step_summary(event, data)
+    if kind in ("plan.created", "plan.updated"):
+        return _plan_summary(event, data)
     if kind == "tool.call":
         return f"Tool call: {data.get('name')}", _pretty(data.get("arguments", {})), "tool"
     if kind == "tool.result":
@@ -78,17 +145,11 @@ def _describe(event: RunEvent) -> tuple[str, str, str]:
             "",
             "info",
         )
-    if kind == "message.started":
-        return "Answer started", "", "info"
-    if kind == "message.completed":
-        return "Answer completed", "", "info"
-    if kind == "compaction":
-        return "Context compacted", _pretty(data), "info"
     if kind in ("run.failed", "run.timeout", "error"):
-        return kind.replace(".", " ").capitalize(), data.get("error", "") or _pretty(data), "error"
-    if kind.startswith("run."):
-        return kind.replace(".", " ").capitalize(), data.get("error", ""), "info"
-    return kind, _pretty(data) if data else "", "info"
+        return label, data.get("error", "") or _pretty(data), "error"
+    if kind.startswith("run.") or kind in ("message.started", "message.completed"):
+        return label, data.get("error", ""), "info"
+    return label, _pretty(data) if data else "", "info"
 
 
 def timeline_entries(events: list[RunEvent]) -> list[TimelineEntry]:
@@ -125,13 +186,23 @@ def run_timeline(*, actor: Actor, run_id: Any) -> RunTimeline:
     duration = None
     if run.started_at and run.finished_at:
         duration = (run.finished_at - run.started_at).total_seconds()
+    steps = list(run.steps.order_by("index"))
+    events = list(events_for_run(run=run))
+    children = list(Run.objects.filter(parent_run=run).order_by("created_at"))
     return RunTimeline(
         run=run,
-        steps=list(run.steps.order_by("index")),
-        entries=timeline_entries(list(events_for_run(run=run))),
+        steps=steps,
+        entries=timeline_entries(events),
         approvals=list(run.approvals.select_related("decided_by")),
         model_label=label_agent.model_label,
         own_cost=run_cost(run),
         is_finished=run.status in TERMINAL_RUN_STATUSES,
         duration_seconds=duration,
+        waterfall=waterfall_layout(
+            step_spans(steps) + child_spans(children) + wait_spans(events),
+            start=run.started_at or run.created_at,
+            end=run.finished_at or timezone.now(),
+        ),
+        children=children,
+        total_tokens=run.usage["total_tokens"] + sum(child.usage["total_tokens"] for child in children),
     )

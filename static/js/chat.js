@@ -206,6 +206,11 @@
     badge.className = "badge tone-" + (tones[status] || "muted");
   }
 
+  /* A finished child's tokens and cost in its summary: seen without opening the block. */
+  function showChildUsage(run, total, cost) {
+    slot(ensureTurn(run), "usage").textContent = total + " tokens" + (cost ? " · " + cost : "");
+  }
+
   function markUserTurnStarted(run) {
     const turn = userTurn(run.messageId);
     if (!turn) return;
@@ -299,11 +304,13 @@
     if (run.status !== "completed") add("span", "badge tone-" + (run.status === "cancelled" ? "muted" : "error"), run.status);
     if (data.stop_reason && data.stop_reason !== "end_turn" && data.stop_reason !== run.status) add("span", "small muted", data.stop_reason.replace(/_/g, " "));
     if (data.error) add("span", "run-error small", data.error.length > 300 ? data.error.slice(0, 299) + "…" : data.error);
-    const usage = data.usage || {};
+    // A plan's answer counts its executors' and sub-agents' tokens, as its cost does.
+    const usage = data.tree_usage || data.usage || {};
     const total = usage.total_tokens !== undefined ? usage.total_tokens : run.tokens;
-    add("span", "small muted", total + " tokens");
+    add("span", "small muted", total + " tokens").setAttribute("data-slot", "usage");
     const cost = costText(data);
     if (cost) add("span", "small muted", cost).setAttribute("data-slot", "cost");
+    if (run.parentId) showChildUsage(run, total, cost);
     const link = add("a", "small", "Timeline");
     link.href = url("timeline", run.id);
     if (config.canPost && !run.parentId && RETRYABLE.indexOf(run.status) >= 0) {

@@ -16,7 +16,7 @@ from tenants.models import ApiKey, Membership, Role
 from tenants.services import api_key_create
 from tests.factories import make_agent, make_user
 from tests.web.conftest import World
-from tools.models import Tool, ToolKind
+from tools.models import AgentTool, Tool, ToolKind
 
 pytestmark = pytest.mark.django_db
 
@@ -383,7 +383,7 @@ def test_dashboard_shows_recent_work_usage_and_servers_that_are_down(
 ) -> None:
     from mcp_servers.models import McpServer
 
-    McpServer.objects.create(
+    files = McpServer.objects.create(
         tenant=world.cast.tenant_a,
         name="files",
         transport="streamable_http",
@@ -391,6 +391,11 @@ def test_dashboard_shows_recent_work_usage_and_servers_that_are_down(
         health_status="down",
         last_error="connection refused",
     )
+    # The banner names only servers an agent uses (tests/web/test_dashboard_console.py).
+    lister = Tool.objects.create(
+        tenant=world.cast.tenant_a, name="files__list", kind=ToolKind.MCP, mcp_server=files
+    )
+    AgentTool.objects.create(agent=world.agent_a, tool=lister)
     McpServer.objects.create(
         tenant=world.cast.tenant_b,
         name="b-down",

@@ -97,6 +97,13 @@ def cost(value: Cost | Run | Step | UsageRow | None) -> str:
 
 
 @register.filter
+def total_tokens(run: Run) -> int:
+    """A run's tokens with its executors' and sub-agents' (stored when it finished), else its own."""
+    tree = run.tree_usage or {}
+    return int(tree.get("total_tokens", run.usage["total_tokens"]))
+
+
+@register.filter
 def pretty_json(value: Any) -> str:
     if isinstance(value, str):
         return value

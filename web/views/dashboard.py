@@ -2,7 +2,7 @@ from django.http import HttpRequest, HttpResponse
 
 from tenants.actors import Actor
 from web.access import page, render_page
-from web.charts import usage_charts
+from web.charts import run_charts, usage_charts
 from web.selectors import dashboard_for_actor
 
 
@@ -13,5 +13,9 @@ def dashboard(request: HttpRequest, actor: Actor) -> HttpResponse:
         request,
         actor,
         "web/dashboard.html",
-        {"dashboard": dashboard, "usage_charts": usage_charts(dashboard.reports)},
+        {
+            "dashboard": dashboard,
+            "run_charts": run_charts(dashboard.reports),
+            "usage_charts": usage_charts(dashboard.reports),
+        },
     )
