@@ -102,6 +102,10 @@ class SessionCreateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
+class SessionUpdateSerializer(StrictSerializer):
+    title = serializers.CharField(max_length=200, validators=[not_blank("Give the conversation a title.")])
+
+
 class CitationSerializer(serializers.Serializer):
     number = serializers.IntegerField()
     file_id = serializers.UUIDField()
