@@ -179,7 +179,10 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         session = self.get_object()
         serializer = SessionUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        session = session_rename(actor=self.actor, session=session, title=serializer.validated_data["title"])
+        if "title" in serializer.validated_data:
+            session = session_rename(
+                actor=self.actor, session=session, title=serializer.validated_data["title"]
+            )
         return Response(SessionSerializer(session).data)
 
     def destroy(self, request: Request, pk: str | None = None) -> Response:

@@ -103,7 +103,10 @@ class SessionCreateSerializer(StrictSerializer):
 
 
 class SessionUpdateSerializer(StrictSerializer):
-    title = serializers.CharField(max_length=200, validators=[not_blank("Give the conversation a title.")])
+    # Optional as in any PATCH: an empty body changes nothing.
+    title = serializers.CharField(
+        max_length=200, required=False, validators=[not_blank("Give the conversation a title.")]
+    )
 
 
 class CitationSerializer(serializers.Serializer):
