@@ -236,11 +236,14 @@
     keepPinned(function () { part.streamNode.appendData(text); });
   }
 
+  /* At most once a frame: the first delta shows at once, those that arrive within the frame
+     are rendered together when it ends. */
   function renderSoon(part) {
-    if (part.renderFrame) return;
+    if (part.renderFrame) { part.hasPendingRender = true; return; }
+    keepPinned(function () { agentry.renderMarkdownInto(part, settledMarkdown(part.streamSource)); });
     part.renderFrame = window.requestAnimationFrame(function () {
       part.renderFrame = 0;
-      keepPinned(function () { agentry.renderMarkdownInto(part, settledMarkdown(part.streamSource)); });
+      if (part.hasPendingRender) { part.hasPendingRender = false; renderSoon(part); }
     });
   }
 
@@ -263,6 +266,7 @@
     if (!part.hasAttribute("data-markdown")) return;
     window.cancelAnimationFrame(part.renderFrame);
     part.renderFrame = 0;
+    part.hasPendingRender = false;
     const source = typeof finalText === "string" ? finalText : part.streamSource || "";
     keepPinned(function () { agentry.renderMarkdownInto(part, source); });
   }
