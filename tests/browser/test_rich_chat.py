@@ -2,11 +2,12 @@
 script from a model's answer, conversations searched and renamed, and a message sent offline."""
 
 import re
+from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
 
 from sessions.models import Message, MessageRole, Session
-from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, send, sign_in
+from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, send, shoot, sign_in
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -38,7 +39,7 @@ new MutationObserver(() => {
 
 
 def test_a_streamed_table_and_code_render_live_after_completion_and_after_a_reload(
-    page: Page, stack: LiveStack, cast: Cast, fake_model: FakeModelServer
+    page: Page, stack: LiveStack, cast: Cast, fake_model: FakeModelServer, screenshot_dir: Path
 ) -> None:
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.base_url)
     page.add_init_script(RECORD_RICH)
@@ -71,6 +72,7 @@ def test_a_streamed_table_and_code_render_live_after_completion_and_after_a_relo
     page.locator(".turn-user").last.get_by_role("button", name="Copy message").click()
     expect(page.locator(".turn-user").last.locator(".message-copy")).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == "Fruit and code, please"
+    shoot(page, screenshot_dir, "chat-rich-answer")
 
 
 def expect_table_and_code(answer: Locator) -> None:
@@ -120,7 +122,7 @@ def expect_no_script(page: Page, answer: Locator) -> None:
 
 
 def test_search_finds_conversations_by_text_and_title_and_rename_survives_a_reload(
-    page: Page, cast: Cast
+    page: Page, cast: Cast, screenshot_dir: Path
 ) -> None:
     agent = make_agent(tenant=cast.tenant_a, name="Gardener")
     garden = Session.objects.create(
@@ -143,6 +145,7 @@ def test_search_finds_conversations_by_text_and_title_and_rename_survives_a_relo
     search = page.get_by_label("Search conversations")
     search.fill("tomatoes")  # only in an answer (and in carol's title, in the other tenant)
     expect(titles).to_have_text(["Garden plans"])
+    shoot(page, screenshot_dir, "chat-search")
     search.fill("SUMS")
     expect(titles).to_have_text(["Sums"])
     search.fill("nothing like this")
@@ -156,6 +159,7 @@ def test_search_finds_conversations_by_text_and_title_and_rename_survives_a_relo
     box.fill("   ")
     box.press("Enter")
     expect(page.locator("[data-rename-error]")).to_have_text("Give the conversation a title.")
+    shoot(page, screenshot_dir, "chat-rename")
     box.fill("Arithmetic")
     box.press("Enter")
     expect(page.get_by_role("heading", level=1)).to_have_text("Arithmetic")
@@ -180,7 +184,7 @@ def test_the_chat_opens_on_the_agent_last_used(page: Page, cast: Cast) -> None:
 
 
 def test_a_message_sent_offline_is_marked_and_retried_once_back_online(
-    page: Page, cast: Cast, fake_model: FakeModelServer
+    page: Page, cast: Cast, fake_model: FakeModelServer, screenshot_dir: Path
 ) -> None:
     agent = make_agent(tenant=cast.tenant_a, name="Writer", model_provider="anthropic")
     fake_model.set_default(Turn(text="Back online, **answered**."))
@@ -196,6 +200,7 @@ def test_a_message_sent_offline_is_marked_and_retried_once_back_online(
     expect(toasts).to_have_text(
         ["You are offline: your message was not sent. Retry it when the connection is back."]
     )
+    shoot(page, screenshot_dir, "chat-offline")
     assert Message.objects.filter(session__agent=agent, role=MessageRole.USER).count() == 0
 
     page.context.set_offline(False)

@@ -195,6 +195,7 @@ def test_chat_page_keeps_the_search_in_its_box_and_list(conversations: World, cl
 
     assert 'name="q" value="shade"' in body
     assert sidebar_titles(body) == ["Garden plans"]
+    assert "{#" not in body
 
 
 def checked_agent(body: str) -> str:
