@@ -26,12 +26,14 @@ from files.models import FilePurpose, StoredFile
 from sessions.export import export_file_name, session_as_json, session_as_markdown
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
+    SESSION_QUERY_MAX_LENGTH,
     events_for_run,
     events_for_session,
     message_list_for_session,
     run_list_for_actor,
     session_get_for_posting,
     session_list_for_actor,
+    sessions_matching,
     sessions_with_cost,
 )
 from sessions.serializers import (
@@ -45,6 +47,7 @@ from sessions.serializers import (
     SessionCreateSerializer,
     SessionDetailSerializer,
     SessionSerializer,
+    SessionUpdateSerializer,
     ToolApprovalSerializer,
 )
 from sessions.services import (
@@ -55,6 +58,7 @@ from sessions.services import (
     session_create,
     session_delete,
     session_post_message,
+    session_rename,
 )
 from tenants.models import Role
 
@@ -111,10 +115,18 @@ class SessionFilter(StrictFilterSet):
     # By id, not by a choice among every tenant's agents: an agent of another tenant and one that
     # does not exist both match no session (200, empty), where a model choice told them apart.
     agent = filters.UUIDFilter(field_name="agent_id", help_text="Only this agent's sessions.")
+    q = filters.CharFilter(
+        method="filter_q",
+        max_length=SESSION_QUERY_MAX_LENGTH,
+        help_text="Only sessions whose title or message text contains this (any case).",
+    )
 
     class Meta:
         model = Session
-        fields = ["agent"]
+        fields = ["agent", "q"]
+
+    def filter_q(self, sessions: QuerySet[Session], name: str, value: str) -> QuerySet[Session]:
+        return sessions_matching(sessions, query=value)
 
 
 @extend_schema_view(
@@ -129,6 +141,12 @@ class SessionFilter(StrictFilterSet):
         tags=["sessions"],
         request=SessionCreateSerializer,
         responses={201: SessionSerializer},
+    ),
+    partial_update=extend_schema(
+        summary="Rename a session",
+        tags=["sessions"],
+        request=SessionUpdateSerializer,
+        responses=SessionSerializer,
     ),
     destroy=extend_schema(summary="Delete a session", tags=["sessions"]),
 )
@@ -156,6 +174,16 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         session = session_create(actor=self.actor, agent=agent, title=serializer.validated_data["title"])
         session = self.get_queryset().get(pk=session.pk)
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        session = self.get_object()
+        serializer = SessionUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        if "title" in serializer.validated_data:
+            session = session_rename(
+                actor=self.actor, session=session, title=serializer.validated_data["title"]
+            )
+        return Response(SessionSerializer(session).data)
 
     def destroy(self, request: Request, pk: str | None = None) -> Response:
         session_delete(actor=self.actor, session=self.get_object())

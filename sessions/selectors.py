@@ -1,12 +1,12 @@
 from dataclasses import dataclass
 from uuid import UUID
 
-from django.db.models import F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery, Sum, Value
+from django.db.models import Exists, F, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from files.selectors import with_searchable_files
-from sessions.models import Message, Run, RunEvent, RunStatus, Session
+from sessions.models import Message, MessageRole, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
 from tenants.actors import Actor
 
@@ -32,6 +32,38 @@ def session_list_for_actor(*, actor: Actor) -> QuerySet[Session]:
         .select_related("agent", "created_by")
         .prefetch_related(Prefetch("runs", queryset=lane_runs, to_attr="lane_runs"))
         .order_by("-updated_at", "id")
+    )
+
+
+# A message's text sits in its JSON content blocks: a user's text is the first block (its
+# attachments follow) and an assistant's follows at most a reasoning block. Looking up blocks by
+# index reads the same on SQLite and PostgreSQL, where matching the whole JSON text would also
+# match its keys ("type", "text").
+SEARCHED_CONTENT_BLOCKS = 3
+SESSION_QUERY_MAX_LENGTH = 200
+
+
+def sessions_matching(sessions: QuerySet[Session], *, query: str) -> QuerySet[Session]:
+    """The sessions whose title or whose user or assistant messages contain ``query``, any case."""
+    query = query.strip()
+    if not query:
+        return sessions
+    text_matches = Q()
+    for index in range(SEARCHED_CONTENT_BLOCKS):
+        text_matches |= Q(**{f"content__{index}__text__icontains": query})
+    matching_messages = Message.objects.filter(
+        text_matches, session=OuterRef("pk"), role__in=[MessageRole.USER, MessageRole.ASSISTANT]
+    )
+    return sessions.filter(Q(title__icontains=query) | Exists(matching_messages))
+
+
+def last_used_agent_id(*, actor: Actor) -> UUID | None:
+    """The agent of the actor's most recently updated session in this tenant, if any."""
+    return (
+        Session.objects.filter(tenant=actor.tenant, created_by_id=actor.user_id)
+        .order_by("-updated_at", "id")
+        .values_list("agent_id", flat=True)
+        .first()
     )
 
 

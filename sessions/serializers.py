@@ -102,6 +102,13 @@ class SessionCreateSerializer(StrictSerializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
+class SessionUpdateSerializer(StrictSerializer):
+    # Optional as in any PATCH: an empty body changes nothing.
+    title = serializers.CharField(
+        max_length=200, required=False, validators=[not_blank("Give the conversation a title.")]
+    )
+
+
 class CitationSerializer(serializers.Serializer):
     number = serializers.IntegerField()
     file_id = serializers.UUIDField()

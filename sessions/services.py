@@ -69,6 +69,20 @@ def session_delete(*, actor: Actor, session: Session) -> None:
     session.delete()
 
 
+def session_rename(*, actor: Actor, session: Session, title: str) -> Session:
+    """Renames the session; its place in the recent list stays (updated_at is for activity)."""
+    _require_session_owner_or_admin(actor, session)
+    title = title.strip()
+    if not title:
+        raise ValidationError({"title": ["Give the conversation a title."]})
+    max_length = Session._meta.get_field("title").max_length or 0
+    if len(title) > max_length:
+        raise ValidationError({"title": [f"Use at most {max_length} characters."]})
+    Session.objects.filter(pk=session.pk).update(title=title)
+    session.title = title
+    return session
+
+
 def agent_config_snapshot(agent: Agent, *, actor: Actor, searchable_files: bool) -> dict[str, Any]:
     """The agent as this run will use it, with the tool policy and the poster's role.
 

@@ -1,4 +1,4 @@
-/* Agentry pages: toasts, loading states, dialogs, sliders, shortcuts, a small Markdown renderer.
+/* Agentry pages: toasts, loading states, dialogs, sliders, shortcuts, Markdown and copy buttons.
    Plain JavaScript, no build step. Every page works without it; this makes them nicer. */
 (function () {
   "use strict";
@@ -17,9 +17,16 @@
     }, seconds * 1000);
   }
 
+  /* A message already on screen is not repeated: a failure retried while offline says so once. */
+  function isShowing(region, message, level) {
+    return Array.prototype.some.call(region.querySelectorAll(".toast-" + level + ":not(.is-leaving)"), function (toast) {
+      return toast.textContent === message;
+    });
+  }
+
   agentry.toast = function (message, level) {
     const region = document.getElementById("toasts");
-    if (!region || !message) return;
+    if (!region || !message || isShowing(region, message, level || "info")) return;
     const toast = document.createElement("div");
     toast.className = "toast toast-" + (level || "info");
     toast.textContent = message;
@@ -27,80 +34,132 @@
     dismissLater(toast);
   };
 
-  /* --- Markdown: escaped first, then a few safe constructs ----------------------------------- */
-  function escapeHtml(text) {
-    return text.replace(/[&<>"']/g, function (character) {
-      return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[character];
-    });
+  /* --- Markdown: marked (GFM) → DOMPurify → highlight.js, all vendored ------------------------- */
+  // Model output is untrusted: only what DOMPurify keeps reaches the page, and never anything
+  // that runs script, submits, embeds or restyles it.
+  const SANITIZE = {
+    FORBID_TAGS: ["style", "iframe", "frame", "form", "input", "button", "textarea", "select", "option", "object", "embed", "svg", "math", "base", "link", "meta"],
+    FORBID_ATTR: ["style", "id", "name", "target", "srcset"],
+  };
+  let markdownParser = null;
+
+  /* Images load only from this site's own paths: a remote image would tell a third party what
+     the answer held (prompt injection's favourite way out). Links open apart, with no referrer. */
+  function fenceSanitizedNode(node) {
+    if (node.tagName === "A" && node.hasAttribute("href")) {
+      node.setAttribute("rel", "noopener noreferrer");
+      node.setAttribute("target", "_blank");
+    } else if (node.tagName === "IMG") {
+      const source = node.getAttribute("src") || "";
+      if (!/^\/(?!\/)/.test(source)) node.replaceWith(document.createTextNode(node.getAttribute("alt") || ""));
+    }
   }
 
-  function inline(text) {
-    return escapeHtml(text)
-      .split(/(`[^`\n]+`)/)
-      .map(function (piece, index) {
-        if (index % 2 === 1) return "<code>" + piece.slice(1, -1) + "</code>";
-        return piece
-          .replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>")
-          .replace(/(^|[^*\w])\*([^*\n]+)\*(?=[^*\w]|$)/g, "$1<em>$2</em>")
-          .replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, '<a href="$2" rel="noopener noreferrer" target="_blank">$1</a>');
-      })
-      .join("");
+  function parser() {
+    if (!markdownParser && window.marked && window.DOMPurify) {
+      markdownParser = new window.marked.Marked({ gfm: true, breaks: true, async: false });
+      window.DOMPurify.addHook("afterSanitizeAttributes", fenceSanitizedNode);
+      if (window.hljs) window.hljs.configure({ ignoreUnescapedHTML: true });
+    }
+    return markdownParser;
   }
 
-  agentry.markdown = function (source) {
-    const lines = String(source).replace(/\r\n/g, "\n").split("\n");
-    const html = [];
-    let paragraph = [];
-    let list = null;
+  agentry.markdownHtml = function (source) {
+    const markdown = parser();
+    if (!markdown) return null;
+    return window.DOMPurify.sanitize(markdown.parse(String(source)).trim(), SANITIZE);
+  };
 
-    function flushParagraph() {
-      if (paragraph.length) html.push("<p>" + paragraph.map(inline).join("<br>") + "</p>");
-      paragraph = [];
+  /* A code block gets its language's colours and a Copy button above it. */
+  function dressCodeBlock(code) {
+    const pre = code.parentElement;
+    const language = ((code.className.match(/language-([\w+#-]+)/) || [])[1] || "").toLowerCase();
+    if (window.hljs) {
+      if (language && !window.hljs.getLanguage(language)) code.classList.replace("language-" + language, "language-plaintext");
+      window.hljs.highlightElement(code);
     }
-    function flushList() {
-      if (list) html.push("<" + list.tag + ">" + list.items.map(function (item) { return "<li>" + inline(item) + "</li>"; }).join("") + "</" + list.tag + ">");
-      list = null;
-    }
+    const block = document.createElement("div");
+    block.className = "code-block";
+    const head = document.createElement("div");
+    head.className = "code-head";
+    const label = document.createElement("span");
+    label.className = "code-language";
+    label.textContent = language || "text";
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "code-copy";
+    copy.textContent = "Copy";
+    copy.setAttribute("aria-label", "Copy code");
+    copy.setAttribute("data-copy-code", "");
+    head.append(label, copy);
+    pre.replaceWith(block);
+    block.append(head, pre);
+  }
 
-    for (let index = 0; index < lines.length; index++) {
-      const line = lines[index];
-      const fence = line.match(/^\s*```/);
-      if (fence) {
-        flushParagraph(); flushList();
-        const code = [];
-        index++;
-        while (index < lines.length && !/^\s*```/.test(lines[index])) { code.push(lines[index]); index++; }
-        html.push("<pre><code>" + escapeHtml(code.join("\n")) + "</code></pre>");
-        continue;
-      }
-      const heading = line.match(/^(#{1,6})\s+(.*)$/);
-      const bullet = line.match(/^\s*[-*+]\s+(.*)$/);
-      const numbered = line.match(/^\s*\d+[.)]\s+(.*)$/);
-      if (heading) {
-        flushParagraph(); flushList();
-        const level = Math.min(6, heading[1].length + 2);
-        html.push("<h" + level + ">" + inline(heading[2]) + "</h" + level + ">");
-      } else if (bullet || numbered) {
-        flushParagraph();
-        const tag = bullet ? "ul" : "ol";
-        if (!list || list.tag !== tag) { flushList(); list = { tag: tag, items: [] }; }
-        list.items.push((bullet || numbered)[1]);
-      } else if (!line.trim()) {
-        flushParagraph(); flushList();
-      } else {
-        flushList();
-        paragraph.push(line);
-      }
-    }
-    flushParagraph(); flushList();
-    return html.join("");
+  /* Renders Markdown into the element (kept as its source for copying); without the libraries the
+     source stays as plain text. */
+  agentry.renderMarkdownInto = function (element, source) {
+    element.markdownSource = source;
+    const html = agentry.markdownHtml(source);
+    if (html === null) { element.textContent = source; return; }
+    element.innerHTML = html;
+    element.querySelectorAll("pre > code").forEach(dressCodeBlock);
+    element.classList.add("is-rendered");
   };
 
   agentry.renderMarkdown = function (element) {
     if (!element || element.classList.contains("is-rendered")) return;
-    element.innerHTML = agentry.markdown(element.textContent);
-    element.classList.add("is-rendered");
+    agentry.renderMarkdownInto(element, element.textContent);
   };
+
+  /* --- Copy actions: a code block's code, a message's Markdown source --------------------------- */
+  function writeClipboard(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "visually-hidden";
+    document.body.appendChild(area);
+    area.select();
+    const isCopied = document.execCommand("copy");
+    area.remove();
+    return isCopied ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+
+  function showCopied(button) {
+    const label = button.getAttribute("aria-label");
+    const text = button.textContent;
+    button.textContent = "Copied";
+    button.setAttribute("aria-label", "Copied");
+    window.clearTimeout(button.copiedTimer);
+    button.copiedTimer = window.setTimeout(function () {
+      button.textContent = text === "Copied" ? "Copy" : text;
+      button.setAttribute("aria-label", label === "Copied" ? "Copy" : label);
+    }, 2000);
+  }
+
+  /* The Markdown the message was written in: a person's text, or an answer's text parts. */
+  function messageSource(button) {
+    const turn = button.closest(".turn");
+    if (!turn) return "";
+    if (turn.classList.contains("turn-user")) return turn.querySelector(".bubble .text").textContent;
+    const parts = turn.querySelectorAll(":scope > [data-parts] > .part-text");
+    return Array.prototype.map.call(parts, function (part) {
+      return part.markdownSource !== undefined ? part.markdownSource : part.textContent;
+    }).join("\n\n");
+  }
+
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("[data-copy-code], [data-copy-message]");
+    if (!button) return;
+    const text = button.hasAttribute("data-copy-code")
+      ? button.closest(".code-block").querySelector("pre > code").textContent.replace(/\n$/, "")  // marked ends code with a newline
+      : messageSource(button);
+    writeClipboard(text).then(
+      function () { showCopied(button); },
+      function () { agentry.toast("Copying was refused by the browser; select the text instead.", "error"); }
+    );
+  });
 
   /* --- Confirmations: one styled dialog, never the browser's confirm() ----------------------- */
   agentry.confirm = function (question) {
@@ -301,7 +360,12 @@
   document.body.addEventListener("agentry:toast", function (event) {
     agentry.toast(event.detail.message, event.detail.level);
   });
+  // Refreshes nobody asked for (a list's polling) fail quietly: the next one tries again.
+  function isBackground(event) {
+    return Boolean(event.detail.elt && event.detail.elt.closest && event.detail.elt.closest("[data-background-refresh]"));
+  }
   document.body.addEventListener("htmx:responseError", function (event) {
+    if (isBackground(event)) return;
     const status = event.detail.xhr.status;
     const messages = {
       403: "Your role does not allow this.",
@@ -310,7 +374,8 @@
     };
     agentry.toast(messages[status] || "Something went wrong (" + status + "). Try again.", "error");
   });
-  document.body.addEventListener("htmx:sendError", function () {
+  document.body.addEventListener("htmx:sendError", function (event) {
+    if (isBackground(event)) return;
     agentry.toast("Could not reach the server. Check your connection.", "error");
   });
 

@@ -225,8 +225,15 @@
     if (badge) badge.textContent = "queued";
   }
 
-  /* Text and reasoning stream into a Text node: appending is cheap and never re-parses HTML. */
+  /* Reasoning streams into a Text node: appending is cheap and never re-parses HTML. An answer's
+     text is Markdown: its source grows with each delta and the part is rendered again at most
+     once a frame, so tables and code blocks show formatted while they stream, never as raw text. */
   function streamInto(part, text) {
+    if (part.hasAttribute("data-markdown")) {
+      part.streamSource = (part.streamSource || "") + text;
+      renderSoon(part);
+      return;
+    }
     if (!part.streamNode) {
       part.streamNode = document.createTextNode("");
       (slot(part, "text") || part).appendChild(part.streamNode);
@@ -234,15 +241,46 @@
     keepPinned(function () { part.streamNode.appendData(text); });
   }
 
+  /* At most once a frame: the first delta shows at once, those that arrive within the frame
+     are rendered together when it ends. */
+  function renderSoon(part) {
+    if (part.renderFrame) { part.hasPendingRender = true; return; }
+    keepPinned(function () { agentry.renderMarkdownInto(part, settledMarkdown(part.streamSource)); });
+    part.renderFrame = window.requestAnimationFrame(function () {
+      part.renderFrame = 0;
+      if (part.hasPendingRender) { part.hasPendingRender = false; renderSoon(part); }
+    });
+  }
+
+  /* The streamed text without what cannot be formatted yet, which would flash as raw Markdown:
+     an unfinished line that opens a table row or a code fence, and a table header whose
+     delimiter row (|---|) has not arrived. */
+  function settledMarkdown(source) {
+    const lines = source.split("\n");
+    const isRow = function (line) { return /^\s*\|/.test(line || ""); };
+    if (/^\s*[|`]/.test(lines[lines.length - 1])) lines.pop();
+    const end = lines.length - 1;
+    if (isRow(lines[end]) && !isRow(lines[end - 1])) lines.pop();
+    return lines.join("\n");
+  }
+
   function finishText(part, finalText) {
     if (!part) return;
-    if (typeof finalText === "string" && part.textContent !== finalText) {
-      part.textContent = finalText;
-      part.streamNode = null;
-    }
     part.classList.remove("is-streaming");
     part.removeAttribute("aria-busy");
-    if (agentry.renderMarkdown) agentry.renderMarkdown(part);
+    if (!part.hasAttribute("data-markdown")) return;
+    window.cancelAnimationFrame(part.renderFrame);
+    part.renderFrame = 0;
+    part.hasPendingRender = false;
+    const source = typeof finalText === "string" ? finalText : part.streamSource || "";
+    keepPinned(function () { agentry.renderMarkdownInto(part, source); });
+  }
+
+  /* A finished answer's row of actions (Copy; room for more) shows once it has text to act on. */
+  function showMessageActions(run) {
+    if (run.parentId || run.status !== "completed" || !run.turn) return;
+    const actions = run.turn.querySelector(":scope > [data-parts] > .message-actions");
+    if (actions && run.turn.querySelector(":scope > [data-parts] > .part-text")) actions.hidden = false;
   }
 
   /* --- Tool cards ------------------------------------------------------------------------------ */
@@ -358,6 +396,7 @@
       markUserTurnStarted(run);
     }
     fillFooter(run, data || {});
+    showMessageActions(run);
     refreshSessionList();
   }
 
@@ -546,6 +585,7 @@
   function connect() {
     window.clearTimeout(state.reconnectTimer);
     if (state.isClosedForGood) return;
+    if (navigator.onLine === false) { setConnection("offline", "Offline"); return; }
     if (state.socket && (state.socket.readyState === WebSocket.OPEN || state.socket.readyState === WebSocket.CONNECTING)) return;
     const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(scheme + "//" + window.location.host + config.socketPath + "?after=" + state.lastSeq);
@@ -591,6 +631,11 @@
   }
 
   window.addEventListener("online", connect);
+  // Offline, a socket that looks open delivers nothing: close it, and "online" reconnects.
+  window.addEventListener("offline", function () {
+    if (state.socket) state.socket.close();
+    setConnection("offline", "Offline");
+  });
   document.addEventListener("visibilitychange", function () {
     if (document.visibilityState === "visible" && !state.socket) connect();
   });
@@ -643,12 +688,18 @@
     });
   }
 
+  const OFFLINE_MESSAGE = "You are offline: your message was not sent. Retry it when the connection is back.";
+
   function postMessageOverHttp(content, attachments, key) {
+    if (navigator.onLine === false) return Promise.reject(new Error(OFFLINE_MESSAGE));
     return fetch("/api/v1/sessions/" + config.sessionId + "/messages/", {
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), "Idempotency-Key": key, Accept: "application/json" },
       body: JSON.stringify({ content: content, attachments: attachmentIds(attachments) }),
+    }).catch(function () {
+      // fetch rejects only when no response came at all: the network, not the server, said no.
+      throw new Error(OFFLINE_MESSAGE);
     }).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (payload) {
         if (!response.ok) throw new Error((payload.error && payload.error.message) || "Could not send (" + response.status + ").");
@@ -690,15 +741,19 @@
     renderStatus();
   }
 
-  function failUserTurn(turn, content, attachments, error) {
+  /* ``key``: the first attempt's idempotency key, so a retry of a message that did reach the
+     server (only its answer was lost) is not posted twice. */
+  function failUserTurn(turn, content, attachments, key, error) {
     turn.classList.remove("is-queued");
+    turn.classList.add("is-not-sent");
     const badge = turn.querySelector("[data-queued]");
     if (badge) { badge.textContent = "not sent"; badge.className = "badge tone-error"; }
     const retry = document.createElement("button");
     retry.type = "button";
     retry.className = "link small";
-    retry.textContent = "Try again";
-    retry.onclick = function () { turn.remove(); send(content, attachments); };
+    retry.textContent = "Retry";
+    retry.setAttribute("data-retry-send", "");
+    retry.onclick = function () { turn.remove(); send(content, attachments, key); };
     turn.querySelector(".turn-meta").appendChild(retry);
     toast(error.message, "error");
   }
@@ -716,11 +771,11 @@
   }
 
   /* ``attachments``: the uploaded files ({id, name, content_type, size, download_url}) it carries. */
-  function send(content, attachments) {
+  function send(content, attachments, retryKey) {
     attachments = attachments || [];
     nameConversation(content);
     const turn = addPendingUserTurn(content, attachments);
-    const key = newKey();
+    const key = retryKey || newKey();
     state.pendingSends += 1;
     command({ type: "message", content: content, attachments: attachmentIds(attachments), idempotency_key: key })
       .catch(function (error) {
@@ -729,7 +784,7 @@
         throw error;
       })
       .then(function (ack) { confirmUserTurn(turn, ack); })
-      .catch(function (error) { failUserTurn(turn, content, attachments, error); })
+      .catch(function (error) { failUserTurn(turn, content, attachments, key, error); })
       .finally(function () {
         state.pendingSends -= 1;
         if (state.pendingSends === 0) {
@@ -876,6 +931,81 @@
   document.body.addEventListener("htmx:afterSwap", function (event) {
     if (event.target && event.target.id === "session-list") renderStatus();
   });
+
+  /* --- Conversations: search the list as you type, rename this one in its header ------------------- */
+  // htmx refreshes the list as the words change; Enter must not reload the page on top of it.
+  document.addEventListener("submit", function (event) {
+    if (event.target.matches("[data-session-search-form]") && window.htmx) event.preventDefault();
+  });
+
+  const renameOpen = document.querySelector("[data-rename-open]");
+  const renameForm = document.querySelector("[data-rename-form]");
+
+  function showRename(isEditing) {
+    const titleRow = document.querySelector("[data-title-row]");
+    titleRow.hidden = isEditing;
+    renameForm.hidden = !isEditing;
+    const error = renameForm.querySelector("[data-rename-error]");
+    error.hidden = true;
+    renameForm.querySelector("[data-rename-input]").removeAttribute("aria-invalid");
+    if (isEditing) {
+      const field = renameForm.querySelector("[data-rename-input]");
+      field.focus();
+      field.select();
+    }
+    else renameOpen.focus();
+  }
+
+  function showRenameError(message) {
+    const error = renameForm.querySelector("[data-rename-error]");
+    error.textContent = message;
+    error.hidden = false;
+    renameForm.querySelector("[data-rename-input]").setAttribute("aria-invalid", "true");
+  }
+
+  function showTitle(title) {
+    const heading = document.querySelector(".chat-title h1");
+    heading.textContent = title;
+    heading.removeAttribute("data-untitled");
+    document.title = title + " · Agentry";
+    const listed = document.querySelector('[data-session-id="' + config.sessionId + '"] .session-title');
+    if (listed) listed.textContent = title;
+  }
+
+  function rename(title) {
+    return fetch("/api/v1/sessions/" + config.sessionId + "/", {
+      method: "PATCH",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      body: JSON.stringify({ title: title }),
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (payload) {
+        if (response.ok) return payload;
+        const fields = (payload.error && payload.error.fields) || {};
+        throw new Error((fields.title || [])[0] || (payload.error && payload.error.message) || "Could not rename it (" + response.status + ").");
+      });
+    }, function () { throw new Error("Could not reach the server. Check your connection."); });
+  }
+
+  if (renameOpen && renameForm) {
+    renameOpen.hidden = false;
+    renameOpen.addEventListener("click", function () { showRename(true); });
+    renameForm.querySelector("[data-rename-cancel]").addEventListener("click", function () { showRename(false); });
+    renameForm.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); showRename(false); }
+    });
+    renameForm.addEventListener("submit", function (event) {
+      event.preventDefault();
+      const title = renameForm.querySelector("[data-rename-input]").value.trim();
+      if (!title) { showRenameError("Give the conversation a title."); return; }
+      const save = renameForm.querySelector("[type=submit]");
+      save.disabled = true;
+      rename(title)
+        .then(function (session) { showTitle(session.title); showRename(false); toast("Renamed.", "success"); refreshSessionList(); })
+        .catch(function (error) { showRenameError(error.message); })
+        .finally(function () { save.disabled = false; });
+    });
+  }
 
   /* --- Attachments: uploaded at once with their progress, sent with the message as ids ---------------- */
   /* Sizes as the pages show them (Django's filesizeformat). */

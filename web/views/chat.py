@@ -53,7 +53,12 @@ def chat_config(chat: ChatPage, actor: Actor) -> dict[str, Any] | None:
 
 
 def _chat_page(request: HttpRequest, actor: Actor, session_id: str | None) -> HttpResponse:
-    chat = chat_page_for_actor(actor=actor, session_id=session_id, agent_id=request.GET.get("agent", ""))
+    chat = chat_page_for_actor(
+        actor=actor,
+        session_id=session_id,
+        agent_id=request.GET.get("agent", ""),
+        query=request.GET.get("q", ""),
+    )
     context = {"chat": chat, "chat_config": chat_config(chat, actor)}
     return render_page(request, actor, "web/chat/page.html", context)
 
@@ -71,7 +76,7 @@ def chat_session(request: HttpRequest, actor: Actor, session_id: str) -> HttpRes
 @page()
 def chat_sessions_fragment(request: HttpRequest, actor: Actor) -> HttpResponse:
     """The sidebar's session list, refreshed by the page while it is open."""
-    sidebar = chat_sidebar(actor=actor, agent_id=request.GET.get("agent", ""))
+    sidebar = chat_sidebar(actor=actor, agent_id=request.GET.get("agent", ""), query=request.GET.get("q", ""))
     context = {"sidebar": sidebar, "current_session_id": request.GET.get("current", "")}
     return render_page(request, actor, "web/chat/_session_items.html", context)
 
