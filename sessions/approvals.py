@@ -9,7 +9,9 @@ from django.utils import timezone
 from agents.runtime.types import ApprovalCheck, ToolCallRequested
 from core.redaction import redact_secrets
 from sessions.events import emit_event
-from sessions.models import ApprovalStatus, Run, RunStatus, Step, StepKind, ToolApproval
+from sessions.models import ApprovalStatus, QuestionStatus, Run, Step, StepKind, ToolApproval, UserQuestion
+from sessions.questions import ASK_USER, QuestionAsker
+from sessions.state import WAITING_FOR_PEOPLE_STATUSES
 from sessions.subagents import SPAWN_SUBAGENT, SubagentSpawner
 from tools.registry import RunToolset
 
@@ -21,7 +23,7 @@ class ToolCallGate:
     """Decides each batch of tool calls before any runs: the policy, the call caps, approvals.
 
     Refusals go back to the model as error results (the run continues); calls that need
-    approval pause the run until someone decides.
+    approval pause the run until someone decides, ask_user calls until the user answers.
     """
 
     def __init__(
@@ -30,10 +32,12 @@ class ToolCallGate:
         toolset: RunToolset,
         *,
         subagents: SubagentSpawner | None = None,
+        questions: QuestionAsker | None = None,
     ) -> None:
         self.run = run
         self.toolset = toolset
         self.subagents = subagents
+        self.questions = questions
 
     def check(self, calls: list[ToolCallRequested]) -> dict[str, ApprovalCheck]:
         checks: dict[str, ApprovalCheck] = {}
@@ -46,6 +50,14 @@ class ToolCallGate:
             elif self.toolset.decisions[call.name].requires_approval:
                 needing_approval.append(call)
         checks.update(self._approval_checks(needing_approval))
+        if self.questions is not None:
+            # A question is asked once its call may run: allowed, and approved when it must be.
+            asks = [
+                call
+                for call in calls
+                if call.name == ASK_USER and checks.get(call.id, APPROVED).state == "approved"
+            ]
+            checks.update(self.questions.check(asks))
         if self.subagents is not None:
             # A sub-agent starts only once its call may run: allowed, and approved when it must be.
             spawns = [
@@ -152,8 +164,10 @@ def approval_decide(
     return True
 
 
-def run_is_waiting_only_on_decided_approvals(run: Run) -> bool:
+def run_is_waiting_only_on_resolved_requests(run: Run) -> bool:
+    """The run waits for people, and every approval it asked for is decided, every question answered."""
     return (
-        run.status == RunStatus.AWAITING_APPROVAL
+        run.status in WAITING_FOR_PEOPLE_STATUSES
         and not ToolApproval.objects.filter(run=run, status=ApprovalStatus.PENDING).exists()
+        and not UserQuestion.objects.filter(run=run, status=QuestionStatus.PENDING).exists()
     )

@@ -43,6 +43,8 @@ EVENT_TYPES = frozenset(
         "tool.result",
         "approval.required",
         "approval.resolved",
+        "input.required",
+        "input.resolved",
         "plan.created",
         "plan.updated",
         "compaction",

@@ -474,7 +474,7 @@ def test_socket_commands_answer_errors_without_closing(stack: LiveStack, world: 
     assert viewer_post == error("permission_denied", denied)
     assert viewer_cancel == error("permission_denied", denied)
     assert bad_json == error("invalid_json", "The frame is not valid JSON.")
-    assert unknown == error("unknown_command", "Commands are message, cancel and approve.")
+    assert unknown == error("unknown_command", "Commands are message, cancel, approve and answer.")
     assert bad_content == error("invalid", "content: Must be a string.", {"content": ["Must be a string."]})
     assert foreign_run == error("not_found", "Not found.")
     assert nothing_pending == error(

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 # ``knowledge`` (file_search) is in every profile: it is only offered to runs of an agent with a
-# knowledge base or of a session with attachments, which people chose to give it.
+# knowledge base or of a session with attachments, which people chose to give it. ``user``
+# (ask_user) is too: asking the person in the chat is part of any conversation.
 PROFILE_GROUPS: dict[str, frozenset[str] | None] = {
-    "minimal": frozenset({"time", "math", "memory", "knowledge"}),
-    "messaging": frozenset({"time", "math", "memory", "sessions", "knowledge"}),
-    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web", "knowledge", "code"}),
+    "minimal": frozenset({"time", "math", "memory", "knowledge", "user"}),
+    "messaging": frozenset({"time", "math", "memory", "sessions", "knowledge", "user"}),
+    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web", "knowledge", "code", "user"}),
     "full": None,  # every built-in group
 }
 

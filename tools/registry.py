@@ -96,14 +96,20 @@ def starts_runs(tool: Tool) -> bool:
     return builtin is not None and builtin.starts_runs
 
 
+def asks_user(tool: Tool) -> bool:
+    builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
+    return builtin is not None and builtin.asks_user
+
+
 def searches_files(tool: Tool) -> bool:
     builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
     return builtin is not None and builtin.searches_files
 
 
 def is_offered(tool: Tool, agent_config: dict[str, Any], *, is_child_run: bool) -> bool:
-    """Available, and of use to this run: no spawning from a child, no search with nothing to search."""
-    if not is_available(tool) or (is_child_run and starts_runs(tool)):
+    """Available, and of use to this run: no spawning or asking the user from a child, no search with
+    nothing to search."""
+    if not is_available(tool) or (is_child_run and (starts_runs(tool) or asks_user(tool))):
         return False
     return bool(agent_config.get("searchable_files")) or not searches_files(tool)
 
