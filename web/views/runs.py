@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from sessions.models import Run
 from sessions.selectors import run_get_for_actor
-from sessions.services import run_approve, run_cancel, run_retry
+from sessions.services import run_answer, run_approve, run_cancel, run_retry
 from sessions.state import InvalidTransition, StaleTransition
 from tenants.actors import Actor
 from tenants.models import Role
@@ -86,4 +86,22 @@ def run_approve_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpRes
             reason=request.POST.get("reason", "")[:1000],
         ),
         done,
+    )
+
+
+@require_POST
+@page(role=Role.MEMBER)
+def run_answer_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpResponse:
+    """The chat's answer to an ask_user question when its socket is down."""
+    return _run_action(
+        request,
+        actor,
+        run_id,
+        lambda run: run_answer(
+            actor=actor,
+            run=run,
+            tool_call_id=request.POST.get("tool_call_id", ""),
+            answer=request.POST.get("answer", "")[:10_000],
+        ),
+        "Answer sent.",
     )

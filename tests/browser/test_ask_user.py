@@ -1,0 +1,114 @@
+"""ask_user in the chat: the agent's question, answered with a choice or in words, live and after a reload."""
+
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page, expect
+
+from sessions.models import Run, UserQuestion
+from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, send, shoot, sign_in
+from tests.conftest import Cast
+from tests.factories import make_agent
+from tests.fake_model_server import FakeModelServer, Turn
+from tests.live import wait_until
+
+pytestmark = BROWSER_MARKS
+
+QUESTION = "Which city should I book?"
+
+
+def script_question(fake_model: FakeModelServer, arguments: dict[str, Any], answer: str) -> None:
+    """The model asks, then (once the request carries the tool's result) answers with ``answer``."""
+    fake_model.script(Turn(tool_calls=[("ask_user", arguments)]))
+    fake_model.script(Turn(text=answer), match="tool_result")
+
+
+def tool_result_the_model_received(fake_model: FakeModelServer) -> Any:
+    return fake_model.requests[-1].body["messages"][-1]["content"][0]["content"]
+
+
+def test_the_user_picks_a_choice_and_the_run_goes_on_with_it(
+    page: Page, cast: Cast, fake_model: FakeModelServer, screenshot_dir: Path
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Travel desk", model_provider="anthropic")
+    script_question(
+        fake_model, {"question": QUESTION, "choices": ["Lisbon", "Porto"]}, "Booked Porto for you."
+    )
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "Book me a city trip")
+    card = last_answer(page).locator(".tool-card")
+    expect(card).to_have_attribute("data-state", "awaiting")
+    expect(card.locator("[data-slot=question-text]")).to_have_text(QUESTION)
+    expect(card.locator("[data-choice]")).to_have_text(["Lisbon", "Porto"])
+    expect(card.locator("[data-slot=question-form]")).to_be_hidden()
+    expect(page.locator("[data-chat-status]")).to_have_text("waiting for your answer")
+    expect(page.locator("[data-run-label]")).to_have_text("Waiting for your answer")
+    shoot(page, screenshot_dir, "chat-ask-user")
+    card.get_by_role("button", name="Porto").click()
+
+    expect(card.locator("[data-slot=question-note]")).to_have_text("Answered by bob@a.test: Porto")
+    expect(card.locator("[data-choice]")).to_have_count(0)
+    expect(last_answer(page).locator(".part-text").last).to_have_text("Booked Porto for you.")
+    expect(page.locator("[data-chat-status]")).to_have_text("idle")
+    assert tool_result_the_model_received(fake_model) == "Porto"
+    run = Run.objects.get(session__agent=agent)
+    assert (run.status, run.stop_reason) == ("completed", "end_turn")
+    assert list(run.questions.values_list("status", "answer", "answered_by__email")) == [
+        ("answered", "Porto", "bob@a.test")
+    ]
+
+    page.reload()
+    reloaded = last_answer(page).locator(".tool-card")
+    expect(reloaded.locator("[data-slot=question-text]")).to_have_text(QUESTION)
+    expect(reloaded.locator("[data-slot=question-note]")).to_have_text("Answered by bob@a.test: Porto")
+    expect(reloaded.locator("[data-choice]")).to_have_count(0)
+
+
+def test_a_question_is_still_answerable_after_a_reload(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Travel desk", model_provider="anthropic")
+    script_question(fake_model, {"question": "What is your budget?"}, "Noted: I will stay within it.")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+    send(page, "Plan my holiday")
+    expect(last_answer(page).locator("[data-slot=question-text]")).to_have_text("What is your budget?")
+    wait_until(lambda: Run.objects.filter(session__agent=agent, status="awaiting_input").exists(), timeout=10)
+
+    page.reload()
+    card = last_answer(page).locator(".tool-card")
+    expect(card.locator("[data-slot=question-text]")).to_have_text("What is your budget?")
+    expect(page.locator("[data-run-label]")).to_have_text("Waiting for your answer")
+    card.get_by_label("Your answer").fill("About 2000 euros")
+    card.get_by_role("button", name="Send").click()
+
+    expect(card.locator("[data-slot=question-note]")).to_have_text("Answered by bob@a.test: About 2000 euros")
+    expect(last_answer(page).locator(".part-text").last).to_have_text("Noted: I will stay within it.")
+    assert tool_result_the_model_received(fake_model) == "About 2000 euros"
+    assert UserQuestion.objects.get(run__session__agent=agent).status == "answered"
+
+
+def test_a_viewer_sees_the_question_but_cannot_answer(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Travel desk", model_provider="anthropic")
+    script_question(fake_model, {"question": QUESTION, "choices": ["Lisbon", "Porto"]}, "Booked.")
+    sign_in(page, "alice@a.test", "alice-password")
+    open_chat(page, agent)
+    send(page, "Book me a city trip")
+    expect(last_answer(page).locator("[data-slot=question-text]")).to_have_text(QUESTION)
+    session_url = page.url
+
+    page.context.clear_cookies()
+    sign_in(page, "victor@a.test", "victor-password")
+    page.goto(session_url)
+
+    card = last_answer(page).locator(".tool-card")
+    expect(card.locator("[data-slot=question-text]")).to_have_text(QUESTION)
+    expect(card.locator("[data-slot=question-note]")).to_have_text(
+        "Waiting for the conversation's owner or an admin to answer."
+    )
+    expect(card.get_by_role("button", name="Porto")).to_have_count(0)
+    assert UserQuestion.objects.get(run__session__agent=agent).status == "pending"
