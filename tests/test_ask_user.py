@@ -82,8 +82,14 @@ def test_the_run_waits_for_the_answer_and_the_model_receives_it_exactly(
     assert tool_result["content"] == "Rome"
     assert Step.objects.get(run_id=run_id, kind="tool_call").output == {"content": "Rome", "is_error": False}
     resolved = RunEvent.objects.get(run_id=run_id, type="input.resolved").data
-    assert (resolved["status"], resolved["answer"], resolved["answered_by"]) == ("answered", "Rome", "bob@a.test")
-    statuses = [e.data["to"] for e in RunEvent.objects.filter(run_id=run_id, type="run.status").order_by("seq")]
+    assert (resolved["status"], resolved["answer"], resolved["answered_by"]) == (
+        "answered",
+        "Rome",
+        "bob@a.test",
+    )
+    statuses = [
+        e.data["to"] for e in RunEvent.objects.filter(run_id=run_id, type="run.status").order_by("seq")
+    ]
     assert "awaiting_input" in statuses
     assert statuses[statuses.index("awaiting_input") + 1] == "queued"
 
@@ -159,7 +165,10 @@ def test_cancelling_a_run_that_waits_for_an_answer_ends_it_at_once(
         ({"tool_call_id": "CALL"}, {"answer": ["This field is required."]}),
         ({"tool_call_id": "CALL", "answer": "Oslo"}, {"answer": ["Pick one of the choices: Paris, Rome."]}),
         ({"tool_call_id": "CALL", "answer": ["Rome"]}, {"answer": ["Must be a string."]}),
-        ({"tool_call_id": "nope", "answer": "Rome"}, {"tool_call_id": ["No question was asked with this tool call."]}),
+        (
+            {"tool_call_id": "nope", "answer": "Rome"},
+            {"tool_call_id": ["No question was asked with this tool call."]},
+        ),
         ({"answer": "Rome"}, {"tool_call_id": ["This field is required."]}),
     ],
     ids=["empty", "blank", "missing", "not a choice", "not a string", "unknown call", "no call"],
