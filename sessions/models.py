@@ -301,6 +301,9 @@ class ToolApproval(models.Model):
     tool_call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=200)
     arguments = models.JSONField(default=dict)
+    # The tool policy lets the approver edit the arguments; edited_arguments holds what they set.
+    arguments_editable = models.BooleanField(default=False)
+    edited_arguments = models.JSONField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
     # What the call was allowed to do: approve or deny (for expired ones, the default applied).
     decision = models.CharField(max_length=10, blank=True)

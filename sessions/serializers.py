@@ -201,6 +201,10 @@ class ApproveSerializer(StrictSerializer):
     tool_call_id = serializers.CharField(max_length=200)
     decision = serializers.ChoiceField(choices=["approve", "deny"])
     reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+    arguments = serializers.DictField(
+        required=False,
+        help_text="The call's arguments as the approver edited them; only for tools whose policy allows it.",
+    )
 
 
 class ToolApprovalSerializer(serializers.ModelSerializer):
@@ -213,6 +217,8 @@ class ToolApprovalSerializer(serializers.ModelSerializer):
             "tool_call_id",
             "tool_name",
             "arguments",
+            "arguments_editable",
+            "edited_arguments",
             "status",
             "decision",
             "reason",

@@ -14,7 +14,11 @@ from django.utils import timezone
 from agents.models import Agent
 from files.selectors import session_has_searchable_files
 from files.services import attachment_block, attachments_for_message
-from sessions.approvals import approval_decide, run_is_waiting_only_on_resolved_requests
+from sessions.approvals import (
+    approval_argument_errors,
+    approval_decide,
+    run_is_waiting_only_on_resolved_requests,
+)
 from sessions.events import emit_event
 from sessions.models import (
     IdempotencyRecord,
@@ -333,9 +337,18 @@ def run_retry(*, actor: Actor, run: Run) -> Run:
 
 
 def run_approve(
-    *, actor: Actor, run: Run, tool_call_id: str, decision: str, reason: str = ""
+    *,
+    actor: Actor,
+    run: Run,
+    tool_call_id: str,
+    decision: str,
+    reason: str = "",
+    arguments: dict[str, Any] | None = None,
 ) -> ToolApproval:
-    """Decide a pending tool call; once nothing is pending the run continues."""
+    """Decide a pending tool call; once nothing is pending the run continues.
+
+    ``arguments`` replace the call's when the tool policy lets the approver edit them.
+    """
     _require_session_owner_or_admin(actor, run.session)
     approval = ToolApproval.objects.filter(run=run, tool_call_id=tool_call_id).select_related("run").first()
     if approval is None:
@@ -344,13 +357,24 @@ def run_approve(
         raise ValidationError(
             {"tool_call_id": [f"This run is {run.status}: it no longer waits for a decision."]}
         )
-    if not approval_decide(approval=approval, decision=decision, reason=reason, decided_by=actor.user):
+    if arguments is not None:
+        _require_editable_arguments(approval, decision, arguments)
+    if not approval_decide(
+        approval=approval, decision=decision, reason=reason, decided_by=actor.user, edited_arguments=arguments
+    ):
         raise ValidationError({"tool_call_id": [f"This tool call was already {approval.status}."]})
     run.refresh_from_db()
     if run_is_waiting_only_on_resolved_requests(run):
         run_resume(run=run)
     approval.refresh_from_db()
     return approval
+
+
+def _require_editable_arguments(approval: ToolApproval, decision: str, arguments: dict[str, Any]) -> None:
+    if decision != "approve":
+        raise ValidationError({"arguments": ["Only an approval can change the arguments."]})
+    if errors := approval_argument_errors(approval, arguments):
+        raise ValidationError({"arguments": errors})
 
 
 def run_answer(*, actor: Actor, run: Run, tool_call_id: str, answer: str) -> UserQuestion:

@@ -40,6 +40,7 @@ class PolicyRules:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     require_approval: tuple[str, ...] = ()
+    editable_arguments: tuple[str, ...] = ()
     read_only_only: bool = False
 
 
@@ -48,6 +49,8 @@ class Decision:
     is_allowed: bool
     reason: str
     requires_approval: bool = False
+    # The approver may edit the call's arguments before approving (only with requires_approval).
+    allows_argument_edits: bool = False
 
 
 def entry_matches(entry: str, tool: ToolFacts) -> bool:
@@ -66,7 +69,10 @@ def decide(tool: ToolFacts, rules: PolicyRules, *, is_assigned: bool, is_owner_r
         return Decision(is_allowed=False, reason=refusal)
     approval_entry = first_match(rules.require_approval, tool)
     needs_approval = tool.requires_approval or approval_entry is not None
-    return Decision(is_allowed=True, reason="allowed", requires_approval=needs_approval)
+    is_editable = needs_approval and first_match(rules.editable_arguments, tool) is not None
+    return Decision(
+        is_allowed=True, reason="allowed", requires_approval=needs_approval, allows_argument_edits=is_editable
+    )
 
 
 def _refusal(tool: ToolFacts, rules: PolicyRules, *, is_assigned: bool, is_owner_run: bool) -> str | None:

@@ -54,6 +54,7 @@ def policy_snapshot(agent: Agent) -> dict[str, Any]:
         "allow": list(policy.allow),
         "deny": list(policy.deny),
         "require_approval": list(policy.require_approval) + list(agent.approval_required_tools),
+        "editable_arguments": list(policy.editable_arguments),
         "max_calls_per_turn": policy.max_calls_per_turn,
         "max_calls_per_run": policy.max_calls_per_run,
         "assigned_tool_ids": _assigned_tool_ids(agent),
@@ -156,6 +157,7 @@ def toolset_for_run(run: Run) -> RunToolset:
         allow=tuple(snapshot.get("allow", ())),
         deny=tuple(snapshot.get("deny", ())),
         require_approval=tuple(snapshot.get("require_approval", ())),
+        editable_arguments=tuple(snapshot.get("editable_arguments", ())),
         read_only_only=bool(run.agent_config.get("read_only_tools")),
     )
     assigned = assigned_tool_ids(run.agent_config)

@@ -282,7 +282,33 @@
       button.disabled = false;
       button.onclick = function () { decide(run.id, data.tool_call_id, button.getAttribute("data-decision"), approval); };
     });
+    offerArgumentEdits(approval, data);
     if (!config.canPost) slot(card, "approval-note").textContent = "Waiting for the conversation's owner or an admin to approve.";
+  }
+
+  /* Tools whose policy lets the approver edit the arguments: a JSON box, filled with the call's. */
+  function offerArgumentEdits(approval, data) {
+    const editButton = approval.querySelector("[data-edit-arguments]");
+    const editor = slot(approval, "approval-edit");
+    editor.hidden = true;
+    editButton.hidden = !data.arguments_editable;
+    editButton.onclick = function () {
+      slot(editor, "approval-arguments").value = pretty(data.arguments || {});
+      editor.hidden = false;
+      editButton.hidden = true;
+      slot(editor, "approval-arguments").focus();
+    };
+  }
+
+  /* The edited arguments when the approver opened the editor; null when not; throws on bad JSON. */
+  function editedArguments(approval, decision) {
+    const editor = slot(approval, "approval-edit");
+    if (decision !== "approve" || !editor || editor.hidden) return null;
+    try {
+      return JSON.parse(slot(editor, "approval-arguments").value);
+    } catch (error) {
+      throw new Error("The arguments are not valid JSON.");
+    }
   }
 
   /* --- Questions (ask_user): the agent asks, the run waits for the answer ---------------------------- */
@@ -518,7 +544,9 @@
       const approved = data.decision === "approve";
       const who = data.decided_by ? " by " + data.decided_by : "";
       const verb = data.status === "expired" ? "Expired (" + data.decision + ")" : approved ? "Approved" : "Denied";
-      slot(card, "approval-note").textContent = verb + who + (data.reason ? ": " + data.reason : "");
+      const edited = data.arguments_edited ? " with edited arguments" : "";
+      slot(card, "approval-note").textContent = verb + who + edited + (data.reason ? ": " + data.reason : "");
+      if (data.arguments_edited) slot(card, "arguments").textContent = pretty(data.arguments);
       setCardState(card, approved ? "pending" : "denied", approved ? "approved" : "denied");
       run.phase = approved ? "Resuming…" : run.phase;
     },
@@ -866,12 +894,17 @@
   }
 
   function decide(runId, toolCallId, decision, approval) {
+    let edited;
+    try { edited = editedArguments(approval, decision); } catch (error) { toast(error.message, "error"); return; }
     approval.querySelectorAll("button").forEach(function (button) { button.disabled = true; });
     const clicked = approval.querySelector('[data-decision="' + decision + '"]');
     if (clicked) clicked.setAttribute("aria-busy", "true");
-    command({ type: "approve", run_id: runId, tool_call_id: toolCallId, decision: decision, reason: "" })
+    const frame = { type: "approve", run_id: runId, tool_call_id: toolCallId, decision: decision, reason: "" };
+    const fields = { tool_call_id: toolCallId, decision: decision };
+    if (edited !== null) { frame.arguments = edited; fields.arguments = JSON.stringify(edited); }
+    command(frame)
       .catch(function (error) {
-        if (error.isTransport) return postForm(url("approve", runId), { tool_call_id: toolCallId, decision: decision });
+        if (error.isTransport) return postForm(url("approve", runId), fields);
         throw error;
       })
       .catch(function (error) {

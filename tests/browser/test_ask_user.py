@@ -1,16 +1,18 @@
-"""ask_user in the chat: the agent's question, answered with a choice or in words, live and after a reload."""
+"""ask_user in the chat: the agent's question, answered with a choice or in words, live and after a
+reload; and an approval whose arguments the approver edits first."""
 
 from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from sessions.models import Run, UserQuestion
+from sessions.models import Run, ToolApproval, UserQuestion
 from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, send, shoot, sign_in
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
 from tests.live import wait_until
+from tools.models import ToolPolicy
 
 pytestmark = BROWSER_MARKS
 
@@ -112,3 +114,40 @@ def test_a_viewer_sees_the_question_but_cannot_answer(
     )
     expect(card.get_by_role("button", name="Porto")).to_have_count(0)
     assert UserQuestion.objects.get(run__session__agent=agent).status == "pending"
+
+
+def test_an_approver_edits_the_arguments_before_approving(
+    page: Page, cast: Cast, fake_model: FakeModelServer, screenshot_dir: Path
+) -> None:
+    agent = make_agent(
+        tenant=cast.tenant_a,
+        name="Careful",
+        model_provider="anthropic",
+        approval_required_tools=["calculator"],
+    )
+    ToolPolicy.objects.create(agent=agent, editable_arguments=["calculator"])
+    fake_model.script(Turn(tool_calls=[("calculator", {"expression": "6*7"})]))
+    fake_model.script(Turn(text="6*8 = 48."), match="tool_result")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "What is 6*7?")
+    card = last_answer(page).locator(".tool-card")
+    expect(card).to_have_attribute("data-state", "awaiting")
+    card.get_by_role("button", name="Edit arguments").click()
+    editor = card.get_by_label("Arguments to run with (JSON)")
+    expect(editor).to_have_value('{\n  "expression": "6*7"\n}')
+    editor.fill('{"expression": "6*8"}')
+    shoot(page, screenshot_dir, "chat-approval-edit-arguments")
+    card.get_by_role("button", name="Approve").click()
+
+    expect(card.locator("[data-slot=approval-note]")).to_have_text(
+        "Approved by bob@a.test with edited arguments"
+    )
+    expect(card.locator("[data-slot=result]")).to_have_text("48")
+    expect(card.locator("[data-slot=arguments]")).to_have_text('{\n  "expression": "6*8"\n}')
+    expect(last_answer(page).locator(".part-text").last).to_have_text("6*8 = 48.")
+    call = fake_model.requests[-1].body["messages"][-2]["content"][-1]
+    assert call["input"] == {"expression": "6*8"}
+    approval = ToolApproval.objects.get(run__session__agent=agent)
+    assert (approval.status, approval.edited_arguments) == ("approved", {"expression": "6*8"})

@@ -1,4 +1,6 @@
+import json
 from collections.abc import Callable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -74,6 +76,12 @@ def run_approve_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpRes
         fallback = reverse("web:chat-session", kwargs={"session_id": run.session_id})
         return _refused(request, fallback, "Choose approve or deny.")
     done = "Tool call approved." if decision == "approve" else "Tool call denied."
+    try:
+        arguments = _edited_arguments(request)
+    except (ValueError, RecursionError):
+        run = run_get_for_actor(actor=actor, run_id=run_id)
+        fallback = reverse("web:chat-session", kwargs={"session_id": run.session_id})
+        return _refused(request, fallback, "The arguments are not valid JSON.")
     return _run_action(
         request,
         actor,
@@ -84,9 +92,16 @@ def run_approve_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpRes
             tool_call_id=request.POST.get("tool_call_id", ""),
             decision=decision,
             reason=request.POST.get("reason", "")[:1000],
+            arguments=arguments,
         ),
         done,
     )
+
+
+def _edited_arguments(request: HttpRequest) -> Any:
+    """The approver's edited arguments (JSON in the form), or None when they edited nothing."""
+    text = request.POST.get("arguments")
+    return None if text is None else json.loads(text)
 
 
 @require_POST
