@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from sessions.events import emit_event
 from sessions.models import Message, MessageRole, Run, RunStatus, UserQuestion
 from tests.web.conftest import World
 
@@ -102,3 +103,23 @@ def test_a_viewer_or_another_tenant_cannot_answer(
     assert response.status_code == status_code
     assert UserQuestion.objects.get(run=run).status == "pending"
     assert Run.objects.get(pk=run.pk).status == "awaiting_input"
+
+
+def test_the_run_timeline_shows_the_question_and_its_answer(world: World, client_for: ClientFor) -> None:
+    run = asking_run(world, status=RunStatus.COMPLETED)
+    question = {"tool_call_id": "call_ask", "question": "Which city?", "choices": ["Lisbon", "Porto"]}
+    emit_event(session_id=run.session_id, run_id=run.pk, event_type="input.required", data=question)
+    answer = {
+        "tool_call_id": "call_ask",
+        "status": "answered",
+        "answer": "Porto",
+        "answered_by": "bob@a.test",
+    }
+    emit_event(session_id=run.session_id, run_id=run.pk, event_type="input.resolved", data=answer)
+
+    body = client_for(world.cast.bob).get(f"/runs/{run.pk}/").content.decode()
+
+    assert "Question to the user" in body
+    assert "Which city? (Lisbon / Porto)" in body
+    assert "Question answered by bob@a.test" in body
+    assert body.index("Question to the user") < body.index("Question answered by bob@a.test")
