@@ -1,5 +1,6 @@
 """Executing one run: claim it, build the loop's inputs, run the loop, record the end."""
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from agents.runtime.types import (
 from billing.meter import credit_meter_for, payer_for_run
 from billing.pricing import run_price
 from memory.retrieval import memories_for_context
-from sessions.approvals import ToolCallGate
+from sessions.approvals import ToolCallGate, run_is_waiting_only_on_resolved_requests
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
 from sessions.lane import run_claim
 from sessions.models import Message, Run, RunRoute, RunStatus, StopReason
@@ -319,6 +320,12 @@ def _pause_for_people(run: Run, waiting_status: str) -> None:
         run_transition(run, waiting_status, lease_owner="", lease_expires_at=None)
     except StaleTransition:
         run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        return
+    # A decision or answer given while the run was still executing found no waiting run to queue;
+    # queued here, the run's task dispatches it when this returns. A cancel may move it first.
+    if run_is_waiting_only_on_resolved_requests(run):
+        with contextlib.suppress(StaleTransition):
+            run_transition(run, RunStatus.QUEUED)
 
 
 def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:

@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from sessions.models import Run, RunEvent, Step, UserQuestion
-from sessions.questions import NO_ANSWER_RESULT
+from sessions.questions import NO_ANSWER_RESULT, QuestionAsker, question_resolve
 from sessions.sweeper import sweep_runs
 from sessions.tasks import execute_run
 from tests.conftest import Cast
@@ -239,3 +239,26 @@ def test_invalid_ask_user_arguments_are_refused_without_asking(
     result = last_tool_result(fake_model)
     assert result["is_error"] is True
     assert "This tool call was refused: invalid arguments: " in str(result["content"])
+
+
+def test_an_answer_given_before_the_run_paused_still_resumes_it(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user answers between the question's event and the run's move to awaiting_input."""
+    ask = QuestionAsker._ask
+
+    def ask_and_answer_at_once(self: QuestionAsker, call: Any) -> UserQuestion:
+        question = ask(self, call)
+        question_resolve(question=question, answer="Rome", answered_by=cast.bob)
+        return question
+
+    monkeypatch.setattr(QuestionAsker, "_ask", ask_and_answer_at_once)
+    run_id = asking_run(cast, bob_api, fake_model)
+    statuses = [
+        e.data["to"] for e in RunEvent.objects.filter(run_id=run_id, type="run.status").order_by("seq")
+    ]
+    execute_run(run_id)
+
+    assert statuses[-2:] == ["awaiting_input", "queued"]
+    assert Run.objects.get(pk=run_id).status == "completed"
+    assert last_tool_result(fake_model)["content"] == "Rome"
