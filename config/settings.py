@@ -326,6 +326,8 @@ APPROVAL_TTL_SECONDS = env_float("APPROVAL_TTL_SECONDS", 600.0)
 APPROVAL_DEFAULT_DECISION = env_str("APPROVAL_DEFAULT_DECISION", "deny")
 if APPROVAL_DEFAULT_DECISION not in ("approve", "deny"):
     raise ImproperlyConfigured("APPROVAL_DEFAULT_DECISION must be approve or deny")
+# How long an ask_user question waits for the user; then the model is told nobody answered.
+ASK_USER_TTL_SECONDS = env_float("ASK_USER_TTL_SECONDS", 1800.0)
 IDEMPOTENCY_WINDOW_SECONDS = env_int("IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600)
 RUN_EVENT_RETENTION_DAYS = env_int("RUN_EVENT_RETENTION_DAYS", 30)
 # Days audit entries are kept (audit.retention); 0 keeps them forever.

@@ -37,6 +37,7 @@ from sessions.selectors import (
     sessions_with_cost,
 )
 from sessions.serializers import (
+    AnswerSerializer,
     ApproveSerializer,
     MessageCreateSerializer,
     MessageSerializer,
@@ -49,9 +50,11 @@ from sessions.serializers import (
     SessionSerializer,
     SessionUpdateSerializer,
     ToolApprovalSerializer,
+    UserQuestionSerializer,
 )
 from sessions.services import (
     LaneBusy,
+    run_answer,
     run_approve,
     run_cancel,
     run_retry,
@@ -276,12 +279,20 @@ class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
     # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
     queryset = Run.objects.none()
     serializer_class = RunSerializer
-    required_roles = {"cancel": Role.MEMBER, "retry": Role.MEMBER, "approve": Role.MEMBER}
+    required_roles = {
+        "cancel": Role.MEMBER,
+        "retry": Role.MEMBER,
+        "approve": Role.MEMBER,
+        "answer": Role.MEMBER,
+    }
 
     def get_queryset(self) -> QuerySet[Run]:
         artifacts = StoredFile.objects.filter(purpose=FilePurpose.ARTIFACT).defer("text")
         return run_list_for_actor(actor=self.actor).prefetch_related(
-            "steps", "approvals__decided_by", Prefetch("artifacts", queryset=artifacts)
+            "steps",
+            "approvals__decided_by",
+            "questions__answered_by",
+            Prefetch("artifacts", queryset=artifacts),
         )
 
     @extend_schema(
@@ -326,3 +337,17 @@ class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
         serializer.is_valid(raise_exception=True)
         approval = run_approve(actor=self.actor, run=run, **serializer.validated_data)
         return Response(ToolApprovalSerializer(approval).data)
+
+    @extend_schema(
+        summary="Answer the question an ask_user tool call asks",
+        tags=["runs"],
+        request=AnswerSerializer,
+        responses={200: UserQuestionSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def answer(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        serializer = AnswerSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        question = run_answer(actor=self.actor, run=run, **serializer.validated_data)
+        return Response(UserQuestionSerializer(question).data)

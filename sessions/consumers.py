@@ -25,7 +25,7 @@ from sessions import services
 from sessions.api import IDEMPOTENCY_KEY_MAX_LENGTH
 from sessions.models import Run, Session
 from sessions.selectors import run_get_for_actor, session_get_for_actor
-from sessions.serializers import ApproveSerializer, MessageCreateSerializer
+from sessions.serializers import AnswerSerializer, ApproveSerializer, MessageCreateSerializer
 from sessions.services import LaneBusy
 from sessions.state import InvalidTransition, StaleTransition
 from sessions.streams import authenticate_token, envelope_text, parse_after, stream_hub
@@ -198,7 +198,7 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         command_type = command.get("type")
         handler = COMMANDS.get(command_type) if isinstance(command_type, str) else None
         if handler is None:
-            raise CommandError("unknown_command", "Commands are message, cancel and approve.")
+            raise CommandError("unknown_command", "Commands are message, cancel, approve and answer.")
         try:
             return await run_command(handler, self.scope, str(self.session.pk), command)
         except CommandError:
@@ -297,10 +297,25 @@ def approve_tool_call(actor: Actor, session: Session, command: dict[str, Any]) -
     }
 
 
+def answer_question(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:
+    """``{"type": "answer", "run_id", "tool_call_id", "answer"}``: an ask_user question's answer."""
+    run = _run_of_session(actor, session, command)
+    fields = _validated(AnswerSerializer, command, extra=("run_id",))
+    question = services.run_answer(actor=actor, run=run, **fields)
+    return {
+        "type": "ack",
+        "command": "answer",
+        "run_id": str(run.pk),
+        "tool_call_id": question.tool_call_id,
+        "status": question.status,
+    }
+
+
 COMMANDS: dict[str, CommandHandler] = {
     "message": post_message,
     "cancel": cancel_run,
     "approve": approve_tool_call,
+    "answer": answer_question,
 }
 
 

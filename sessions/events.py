@@ -43,6 +43,8 @@ EVENT_TYPES = frozenset(
         "tool.result",
         "approval.required",
         "approval.resolved",
+        "input.required",
+        "input.resolved",
         "plan.created",
         "plan.updated",
         "compaction",
@@ -73,7 +75,9 @@ def event_envelope(event: RunEvent) -> dict[str, Any]:
 
 
 # Events whose data can carry a model's tool arguments (which may hold secrets).
-ARGUMENT_BEARING_EVENTS = frozenset({"tool.call", "message.completed", "approval.required"})
+ARGUMENT_BEARING_EVENTS = frozenset(
+    {"tool.call", "message.completed", "approval.required", "approval.resolved"}
+)
 
 
 def new_event(

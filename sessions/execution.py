@@ -1,5 +1,6 @@
 """Executing one run: claim it, build the loop's inputs, run the loop, record the end."""
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -25,12 +26,13 @@ from agents.runtime.types import (
 from billing.meter import credit_meter_for, payer_for_run
 from billing.pricing import run_price
 from memory.retrieval import memories_for_context
-from sessions.approvals import ToolCallGate
+from sessions.approvals import ToolCallGate, run_is_waiting_only_on_resolved_requests
 from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
 from sessions.lane import run_claim
 from sessions.models import Message, Run, RunRoute, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
 from sessions.planning.routing import offers_create_plan, route_to_plan_record
+from sessions.questions import ASK_USER, QuestionAsker
 from sessions.recorder import DjangoRunRecorder
 from sessions.run_end import run_finish
 from sessions.run_host import RunHandle, active_runs, new_lease_owner
@@ -135,7 +137,11 @@ def _run_loop(
         tools=tools,
         recorder=recorder,
         model_calls_done=run.model_calls,
-        approvals=(ToolCallGate(run, toolset, subagents=subagents) if is_tool_use else None),
+        approvals=(
+            ToolCallGate(run, toolset, subagents=subagents, questions=_question_asker(toolset, run))
+            if is_tool_use
+            else None
+        ),
     )
     if result.plan_request is not None:
         _plan_requested(run, result.plan_request, model=model, recorder=recorder)
@@ -149,6 +155,11 @@ def _plan_requested(
     """The model called ``create_plan`` (its turn is answered): record the route, then plan."""
     route_to_plan_record(run, reason=request.reason, recorder=recorder)
     _plan_advance(run, model=model, recorder=recorder)
+
+
+def _question_asker(toolset: RunToolset, run: Run) -> QuestionAsker | None:
+    tool = toolset.tools.get(ASK_USER)
+    return QuestionAsker(run, tool.input_schema) if tool is not None else None
 
 
 def _subagent_spawner(run: Run, toolset: RunToolset) -> SubagentSpawner | None:
@@ -271,7 +282,10 @@ def _record_loop_result(
         run_hand_back(run)
         return
     if result.stop_reason == "awaiting_approval":
-        _pause_for_approval(run)
+        _pause_for_people(run, RunStatus.AWAITING_APPROVAL)
+        return
+    if result.stop_reason == "awaiting_input":
+        _pause_for_people(run, RunStatus.AWAITING_INPUT)
         return
     if result.stop_reason == "awaiting_subagents":
         _pause_for_subagents(run, subagents.requests if subagents is not None else [])
@@ -295,16 +309,23 @@ def run_hand_back(run: Run) -> None:
     logger.info("run %s handed back to the queue", run.pk)
 
 
-def _pause_for_approval(run: Run) -> None:
-    """Release the worker while people decide; a decision (or the TTL) queues the run again."""
+def _pause_for_people(run: Run, waiting_status: str) -> None:
+    """Release the worker while people decide or answer; the last decision or answer (or the TTL)
+    queues the run again."""
     run.refresh_from_db()
     if run.status == RunStatus.CANCELLING:
         run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
         return
     try:
-        run_transition(run, RunStatus.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None)
+        run_transition(run, waiting_status, lease_owner="", lease_expires_at=None)
     except StaleTransition:
         run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        return
+    # A decision or answer given while the run was still executing found no waiting run to queue;
+    # queued here, the run's task dispatches it when this returns. A cancel may move it first.
+    if run_is_waiting_only_on_resolved_requests(run):
+        with contextlib.suppress(StaleTransition):
+            run_transition(run, RunStatus.QUEUED)
 
 
 def _pause_for_subagents(run: Run, requests: list[SpawnRequest]) -> None:

@@ -20,6 +20,7 @@ from sessions.models import (
     Step,
     StopReason,
     ToolApproval,
+    UserQuestion,
 )
 
 # The most files one message carries.
@@ -33,11 +34,12 @@ def _lane(session: Session) -> list[Run]:
 
 class SessionLaneMixin:
     def get_status(self, session: Session) -> str:
-        """idle, queued, running or awaiting_approval: what the lane is doing now."""
+        """idle, queued, running, awaiting_approval or awaiting_input: what the lane is doing now."""
         lane = _lane(session)
         active = [run for run in lane if run.status != "queued"]
         if active:
-            return "awaiting_approval" if active[0].status == "awaiting_approval" else "running"
+            waiting = active[0].status in ("awaiting_approval", "awaiting_input")
+            return active[0].status if waiting else "running"
         return "queued" if lane else "idle"
 
     def get_active_run(self, session: Session) -> str | None:
@@ -206,6 +208,10 @@ class ApproveSerializer(StrictSerializer):
     tool_call_id = serializers.CharField(max_length=200)
     decision = serializers.ChoiceField(choices=["approve", "deny"])
     reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+    arguments = serializers.DictField(
+        required=False,
+        help_text="The call's arguments as the approver edited them; only for tools whose policy allows it.",
+    )
 
 
 class ToolApprovalSerializer(serializers.ModelSerializer):
@@ -218,11 +224,39 @@ class ToolApprovalSerializer(serializers.ModelSerializer):
             "tool_call_id",
             "tool_name",
             "arguments",
+            "arguments_editable",
+            "edited_arguments",
             "status",
             "decision",
             "reason",
             "decided_by",
             "decided_at",
+            "expires_at",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class AnswerSerializer(StrictSerializer):
+    tool_call_id = serializers.CharField(max_length=200)
+    # Kept exactly as typed (no trimming): the model receives this text as the tool's result.
+    answer = serializers.CharField(max_length=10_000, trim_whitespace=False)
+
+
+class UserQuestionSerializer(serializers.ModelSerializer):
+    answered_by = serializers.EmailField(source="answered_by.email", read_only=True, default=None)
+
+    class Meta:
+        model = UserQuestion
+        fields = [
+            "id",
+            "tool_call_id",
+            "question",
+            "choices",
+            "status",
+            "answer",
+            "answered_by",
+            "answered_at",
             "expires_at",
             "created_at",
         ]
@@ -290,6 +324,7 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     tree_unpriced_model_calls = serializers.SerializerMethodField()
     steps = StepSerializer(many=True, read_only=True)
     approvals = ToolApprovalSerializer(many=True, read_only=True)
+    questions = UserQuestionSerializer(many=True, read_only=True, help_text="The run's ask_user questions.")
     artifacts = serializers.SerializerMethodField(help_text="The files the run's tools made, oldest first.")
 
     class Meta:
@@ -322,6 +357,7 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "finished_at",
             "steps",
             "approvals",
+            "questions",
             "artifacts",
         ]
         read_only_fields = fields
@@ -354,7 +390,7 @@ class RunSummarySerializer(RunSerializer):
         fields = [
             name
             for name in RunSerializer.Meta.fields
-            if name not in ("steps", "agent_config", "approvals", "artifacts")
+            if name not in ("steps", "agent_config", "approvals", "questions", "artifacts")
         ]
         read_only_fields = fields
 

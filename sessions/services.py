@@ -14,7 +14,11 @@ from django.utils import timezone
 from agents.models import Agent
 from files.selectors import session_has_searchable_files
 from files.services import attachment_block, attachments_for_message
-from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
+from sessions.approvals import (
+    approval_argument_errors,
+    approval_decide,
+    run_is_waiting_only_on_resolved_requests,
+)
 from sessions.events import emit_event
 from sessions.models import (
     IdempotencyRecord,
@@ -25,12 +29,20 @@ from sessions.models import (
     Session,
     StopReason,
     ToolApproval,
+    UserQuestion,
 )
 from sessions.planning.delivery import run_is_waiting_on_children
+from sessions.questions import question_resolve
 from sessions.run_end import run_finish
 from sessions.run_host import run_stop_notify
 from sessions.selectors import LaneState, lane_state_for
-from sessions.state import ACTIVE_RUN_STATUSES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
+from sessions.state import (
+    ACTIVE_RUN_STATUSES,
+    TERMINAL_RUN_STATUSES,
+    WAITING_FOR_PEOPLE_STATUSES,
+    StaleTransition,
+    run_transition,
+)
 from sessions.sweeper import run_resume
 from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit, require_run_queue
 from tenants.actors import Actor
@@ -339,9 +351,18 @@ def run_retry(*, actor: Actor, run: Run) -> Run:
 
 
 def run_approve(
-    *, actor: Actor, run: Run, tool_call_id: str, decision: str, reason: str = ""
+    *,
+    actor: Actor,
+    run: Run,
+    tool_call_id: str,
+    decision: str,
+    reason: str = "",
+    arguments: dict[str, Any] | None = None,
 ) -> ToolApproval:
-    """Decide a pending tool call; once nothing is pending the run continues."""
+    """Decide a pending tool call; once nothing is pending the run continues.
+
+    ``arguments`` replace the call's when the tool policy lets the approver edit them.
+    """
     _require_session_owner_or_admin(actor, run.session)
     approval = ToolApproval.objects.filter(run=run, tool_call_id=tool_call_id).select_related("run").first()
     if approval is None:
@@ -350,13 +371,48 @@ def run_approve(
         raise ValidationError(
             {"tool_call_id": [f"This run is {run.status}: it no longer waits for a decision."]}
         )
-    if not approval_decide(approval=approval, decision=decision, reason=reason, decided_by=actor.user):
+    if arguments is not None:
+        _require_editable_arguments(approval, decision, arguments)
+    if not approval_decide(
+        approval=approval, decision=decision, reason=reason, decided_by=actor.user, edited_arguments=arguments
+    ):
         raise ValidationError({"tool_call_id": [f"This tool call was already {approval.status}."]})
     run.refresh_from_db()
-    if run_is_waiting_only_on_decided_approvals(run):
+    if run_is_waiting_only_on_resolved_requests(run):
         run_resume(run=run)
     approval.refresh_from_db()
     return approval
+
+
+def _require_editable_arguments(approval: ToolApproval, decision: str, arguments: dict[str, Any]) -> None:
+    if decision != "approve":
+        raise ValidationError({"arguments": ["Only an approval can change the arguments."]})
+    if errors := approval_argument_errors(approval, arguments):
+        raise ValidationError({"arguments": errors})
+
+
+def run_answer(*, actor: Actor, run: Run, tool_call_id: str, answer: str) -> UserQuestion:
+    """Answer the run's pending ask_user question; once nothing is pending the run continues."""
+    _require_session_owner_or_admin(actor, run.session)
+    question = UserQuestion.objects.filter(run=run, tool_call_id=tool_call_id).select_related("run").first()
+    if question is None:
+        raise ValidationError({"tool_call_id": ["No question was asked with this tool call."]})
+    if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
+        raise ValidationError(
+            {"tool_call_id": [f"This run is {run.status}: it no longer waits for an answer."]}
+        )
+    if not answer.strip():
+        raise ValidationError({"answer": ["The answer is empty."]})
+    if question.choices and answer not in question.choices:
+        raise ValidationError({"answer": ["Pick one of the choices: " + ", ".join(question.choices) + "."]})
+    if not question_resolve(question=question, answer=answer, answered_by=actor.user):
+        question.refresh_from_db()
+        raise ValidationError({"tool_call_id": [f"This question was already {question.status}."]})
+    run.refresh_from_db()
+    if run_is_waiting_only_on_resolved_requests(run):
+        run_resume(run=run)
+    question.refresh_from_db()
+    return question
 
 
 def run_cancel(*, actor: Actor, run: Run) -> Run:
@@ -379,7 +435,7 @@ def _run_cancel_one(run: Run, *, actor_label: str) -> Run:
         if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
             return run
         # No worker holds a run that is queued or waits for people: the cancel ends it here.
-        if run.status in (RunStatus.QUEUED, RunStatus.CREATED, RunStatus.AWAITING_APPROVAL):
+        if run.status in (RunStatus.QUEUED, RunStatus.CREATED, *WAITING_FOR_PEOPLE_STATUSES):
             return run_finish(
                 run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label
             )

@@ -25,6 +25,7 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
         {
             S.EXECUTING,
             S.AWAITING_APPROVAL,
+            S.AWAITING_INPUT,
             S.QUEUED,
             S.CANCELLING,
             S.COMPLETED,
@@ -34,6 +35,8 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
         }
     ),
     S.AWAITING_APPROVAL: frozenset({S.EXECUTING, S.QUEUED, S.CANCELLING, S.FAILED, S.CANCELLED, S.TIMEOUT}),
+    # Waits for the user's answer to an ask_user call, like an approval: no worker holds the run.
+    S.AWAITING_INPUT: frozenset({S.EXECUTING, S.QUEUED, S.CANCELLING, S.FAILED, S.CANCELLED, S.TIMEOUT}),
     S.CANCELLING: frozenset({S.CANCELLED, S.FAILED}),
     S.COMPLETED: frozenset(),
     S.FAILED: frozenset(),
@@ -41,7 +44,11 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     S.TIMEOUT: frozenset(),
 }
 TERMINAL_RUN_STATUSES = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.TIMEOUT})
-ACTIVE_RUN_STATUSES = frozenset({S.PLANNING, S.EXECUTING, S.AWAITING_APPROVAL, S.CANCELLING})
+ACTIVE_RUN_STATUSES = frozenset(
+    {S.PLANNING, S.EXECUTING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.CANCELLING}
+)
+# A run that waits for people (approvals, answers): no worker holds it, a cancel ends it at once.
+WAITING_FOR_PEOPLE_STATUSES = frozenset({S.AWAITING_APPROVAL, S.AWAITING_INPUT})
 TERMINAL_EVENT_TYPES: dict[str, str] = {
     S.COMPLETED: "run.completed",
     S.FAILED: "run.failed",

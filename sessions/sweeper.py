@@ -1,4 +1,5 @@
-"""Recovery: runs whose worker died, approvals nobody answered, queued runs nobody picked up.
+"""Recovery: runs whose worker died, approvals and questions nobody answered, queued runs nobody
+picked up.
 
 Called by every worker process every RUN_SWEEP_INTERVAL_SECONDS and by a django-q2
 schedule; each step is a conditional update, so concurrent sweepers do no harm.
@@ -12,11 +13,25 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions.approvals import approval_decide, run_is_waiting_only_on_decided_approvals
-from sessions.models import ApprovalStatus, Run, RunStatus, StopReason, ToolApproval
+from sessions.approvals import approval_decide, run_is_waiting_only_on_resolved_requests
+from sessions.models import (
+    ApprovalStatus,
+    QuestionStatus,
+    Run,
+    RunStatus,
+    StopReason,
+    ToolApproval,
+    UserQuestion,
+)
 from sessions.planning.delivery import parent_resume_when_children_done, waiting_parent_ids
+from sessions.questions import question_resolve
 from sessions.run_end import run_finish
-from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
+from sessions.state import (
+    ACTIVE_RUN_STATUSES,
+    WAITING_FOR_PEOPLE_STATUSES,
+    StaleTransition,
+    run_transition,
+)
 from sessions.tasks import run_dispatch_next
 
 logger = logging.getLogger(__name__)
@@ -30,6 +45,7 @@ class SweepReport:
     requeued: int = 0
     failed: int = 0
     approvals_expired: int = 0
+    questions_expired: int = 0
     resumed: int = 0
     redispatched: int = 0
     parents_resumed: int = 0
@@ -54,14 +70,23 @@ def _expire_approvals(report: SweepReport) -> None:
             reason="the approval request expired",
         ):
             report.approvals_expired += 1
-    waiting = Run.objects.filter(status=RunStatus.AWAITING_APPROVAL)
+    _expire_questions(report)
+    waiting = Run.objects.filter(status__in=WAITING_FOR_PEOPLE_STATUSES)
     for run in waiting:
-        if run_is_waiting_only_on_decided_approvals(run) and run_resume(run=run):
+        if run_is_waiting_only_on_resolved_requests(run) and run_resume(run=run):
             report.resumed += 1
 
 
+def _expire_questions(report: SweepReport) -> None:
+    """An unanswered question resolves as expired: the model is told nobody answered."""
+    overdue = UserQuestion.objects.filter(status=QuestionStatus.PENDING, expires_at__lt=timezone.now())
+    for question in overdue.select_related("run"):
+        if question_resolve(question=question, is_expiry=True):
+            report.questions_expired += 1
+
+
 def run_resume(*, run: Run) -> bool:
-    """Queue a run that waited for approvals again; the lane starts it before later messages."""
+    """Queue a run that waited for approvals or answers again; the lane starts it before later messages."""
     try:
         run_transition(run, RunStatus.QUEUED)
     except StaleTransition:

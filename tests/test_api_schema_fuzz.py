@@ -41,7 +41,8 @@ IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
 
 # Schema-valid bodies these operations may still refuse with a 400, by rules over the tenant's data
 # that a schema cannot state: unique names, references to other objects (users, tools, tool calls),
-# an object's state (only a pending memory is approved, only a failed run retried), a provider's
+# an object's state (only a pending memory is approved, only a failed run retried, only an
+# asked question answered, with one of its choices), a provider's
 # own temperature range, transports that need a URL, URLs the outbound guard refuses, one
 # provider key per provider, amounts of credits above zero, one budget per member or agent, and
 # a usage report's range of days.
@@ -68,6 +69,7 @@ RULES_OVER_DATA = [
     ("PUT", "/api/v1/budgets/{id}/"),
     ("PATCH", "/api/v1/budgets/{id}/"),
     ("POST", "/api/v1/runs/{id}/approve/"),
+    ("POST", "/api/v1/runs/{id}/answer/"),
     ("POST", "/api/v1/runs/{id}/retry/"),
     # the report's range: until on or after since, at most 366 days
     ("GET", "/api/v1/usage/"),

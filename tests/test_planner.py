@@ -39,7 +39,8 @@ THREE_STEP_PLAN = {
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 PLAN_REASON = "two populations to look up, then a comparison"
 # The tools of an agent without a policy, and those of its executors (read-only ones).
-AGENT_TOOLS = ["calculator", "current_time", "memory_forget", "memory_save", "memory_search"]
+# A top-level run also gets ask_user (the minimal profile); executors never ask the user.
+AGENT_TOOLS = ["ask_user", "calculator", "current_time", "memory_forget", "memory_save", "memory_search"]
 EXECUTOR_TOOLS = ["calculator", "current_time", "memory_search"]
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -30,7 +30,16 @@ from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
 from sessions.events import emit_event, session_group_name
-from sessions.models import Message, MessageRole, Run, RunEvent, RunStatus, Session, ToolApproval
+from sessions.models import (
+    Message,
+    MessageRole,
+    Run,
+    RunEvent,
+    RunStatus,
+    Session,
+    ToolApproval,
+    UserQuestion,
+)
 from sessions.retention import RETENTION_SCHEDULE_NAME, ensure_retention_schedule, prune_run_events
 from sessions.routing import websocket_application
 from sessions.sse import session_event_stream
@@ -435,6 +444,51 @@ def test_socket_approve_decides_a_pending_tool_call(stack: LiveStack, world: Wor
     )
 
 
+def test_socket_answer_answers_a_pending_question(stack: LiveStack, world: World) -> None:
+    run = make_run(world.session, status=RunStatus.AWAITING_INPUT)
+    question = UserQuestion.objects.create(
+        tenant=world.session.tenant,
+        run=run,
+        tool_call_id="call-ask",
+        question="Which city?",
+        expires_at=timezone.now() + timedelta(minutes=10),
+    )
+
+    with socket(stack, world.session.pk, key=world.alice_key) as ws:
+        blank = {"type": "answer", "run_id": str(run.pk), "tool_call_id": "call-ask", "answer": " "}
+        ws.send(json.dumps(blank))
+        refused = receive_reply(ws, [])
+        ws.send(json.dumps({**blank, "answer": "Lisbon, please"}))
+        early: list[dict[str, Any]] = []
+        reply = receive_reply(ws, early)
+        resolved = receive_events_after(ws, early, 1)[0]
+
+    question.refresh_from_db()
+    assert refused == {
+        "type": "error",
+        "code": "invalid",
+        "message": "answer: The answer is empty.",
+        "fields": {"answer": ["The answer is empty."]},
+    }
+    assert reply == {
+        "type": "ack",
+        "command": "answer",
+        "run_id": str(run.pk),
+        "tool_call_id": "call-ask",
+        "status": "answered",
+    }
+    assert (question.status, question.answer, question.answered_by_id) == (
+        "answered",
+        "Lisbon, please",
+        world.cast.alice.pk,
+    )
+    assert (resolved["type"], resolved["data"]["answer"], resolved["data"]["answered_by"]) == (
+        "input.resolved",
+        "Lisbon, please",
+        "alice@a.test",
+    )
+
+
 def test_socket_commands_answer_errors_without_closing(stack: LiveStack, world: World) -> None:
     other_session = Session.objects.create(tenant=world.session.tenant, agent=world.session.agent)
     other_sessions_run = make_run(other_session)
@@ -474,7 +528,7 @@ def test_socket_commands_answer_errors_without_closing(stack: LiveStack, world: 
     assert viewer_post == error("permission_denied", denied)
     assert viewer_cancel == error("permission_denied", denied)
     assert bad_json == error("invalid_json", "The frame is not valid JSON.")
-    assert unknown == error("unknown_command", "Commands are message, cancel and approve.")
+    assert unknown == error("unknown_command", "Commands are message, cancel, approve and answer.")
     assert bad_content == error("invalid", "content: Must be a string.", {"content": ["Must be a string."]})
     assert foreign_run == error("not_found", "Not found.")
     assert nothing_pending == error(

@@ -160,7 +160,15 @@ def test_an_auto_agent_may_delegate_and_its_subagent_is_never_offered_create_pla
     child_requests = [request for request in fake_model.requests if SUBAGENT in str(request.body)]
     assert (len(parent_requests), len(child_requests)) == (2, 1)
     assert tool_names(parent_requests[0]) == sorted(
-        [*SUBAGENT_TOOLS, "memory_forget", "memory_save", "session_send", "spawn_subagent", "create_plan"]
+        [
+            *SUBAGENT_TOOLS,
+            "ask_user",
+            "memory_forget",
+            "memory_save",
+            "session_send",
+            "spawn_subagent",
+            "create_plan",
+        ]
     )
     assert tool_names(child_requests[0]) == SUBAGENT_TOOLS
     assert Run.objects.get(parent_run_id=parent_id).agent_config["planning_mode"] == "direct"

@@ -19,6 +19,7 @@ def agent_tools_overview(*, agent: Agent, actor: Actor) -> dict[str, Any]:
         allow=tuple(policy.allow),
         deny=tuple(policy.deny),
         require_approval=tuple(policy.require_approval) + tuple(agent.approval_required_tools),
+        editable_arguments=tuple(policy.editable_arguments),
     )
     tools = Tool.objects.filter(tenant__isnull=True) | Tool.objects.filter(tenant=actor.tenant)
     verdicts = []
@@ -36,6 +37,7 @@ def agent_tools_overview(*, agent: Agent, actor: Actor) -> dict[str, Any]:
                 "is_allowed": decision.is_allowed,
                 "reason": decision.reason,
                 "requires_approval": decision.requires_approval,
+                "arguments_editable_at_approval": decision.allows_argument_edits,
                 "is_read_only": tool.is_read_only,
             }
         )

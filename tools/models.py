@@ -103,6 +103,8 @@ class ToolPolicy(models.Model):
     max_calls_per_run = models.PositiveIntegerField(default=50)
     # Tool names (or groups/wildcards) whose calls wait for a person's approval.
     require_approval = models.JSONField(default=empty_list, blank=True)
+    # Tool names (or groups/wildcards) whose arguments the approver may edit before approving.
+    editable_arguments = models.JSONField(default=empty_list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 # ``knowledge`` (file_search) is in every profile: it is only offered to runs of an agent with a
-# knowledge base or of a session with attachments, which people chose to give it.
+# knowledge base or of a session with attachments, which people chose to give it. ``user``
+# (ask_user) is too: asking the person in the chat is part of any conversation.
 PROFILE_GROUPS: dict[str, frozenset[str] | None] = {
-    "minimal": frozenset({"time", "math", "memory", "knowledge"}),
-    "messaging": frozenset({"time", "math", "memory", "sessions", "knowledge"}),
-    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web", "knowledge", "code"}),
+    "minimal": frozenset({"time", "math", "memory", "knowledge", "user"}),
+    "messaging": frozenset({"time", "math", "memory", "sessions", "knowledge", "user"}),
+    "coding": frozenset({"time", "math", "memory", "sessions", "files", "web", "knowledge", "code", "user"}),
     "full": None,  # every built-in group
 }
 
@@ -39,6 +40,7 @@ class PolicyRules:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     require_approval: tuple[str, ...] = ()
+    editable_arguments: tuple[str, ...] = ()
     read_only_only: bool = False
 
 
@@ -47,6 +49,8 @@ class Decision:
     is_allowed: bool
     reason: str
     requires_approval: bool = False
+    # The approver may edit the call's arguments before approving (only with requires_approval).
+    allows_argument_edits: bool = False
 
 
 def entry_matches(entry: str, tool: ToolFacts) -> bool:
@@ -65,7 +69,10 @@ def decide(tool: ToolFacts, rules: PolicyRules, *, is_assigned: bool, is_owner_r
         return Decision(is_allowed=False, reason=refusal)
     approval_entry = first_match(rules.require_approval, tool)
     needs_approval = tool.requires_approval or approval_entry is not None
-    return Decision(is_allowed=True, reason="allowed", requires_approval=needs_approval)
+    is_editable = needs_approval and first_match(rules.editable_arguments, tool) is not None
+    return Decision(
+        is_allowed=True, reason="allowed", requires_approval=needs_approval, allows_argument_edits=is_editable
+    )
 
 
 def _refusal(tool: ToolFacts, rules: PolicyRules, *, is_assigned: bool, is_owner_run: bool) -> str | None:

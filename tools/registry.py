@@ -54,6 +54,7 @@ def policy_snapshot(agent: Agent) -> dict[str, Any]:
         "allow": list(policy.allow),
         "deny": list(policy.deny),
         "require_approval": list(policy.require_approval) + list(agent.approval_required_tools),
+        "editable_arguments": list(policy.editable_arguments),
         "max_calls_per_turn": policy.max_calls_per_turn,
         "max_calls_per_run": policy.max_calls_per_run,
         "assigned_tool_ids": _assigned_tool_ids(agent),
@@ -96,14 +97,20 @@ def starts_runs(tool: Tool) -> bool:
     return builtin is not None and builtin.starts_runs
 
 
+def asks_user(tool: Tool) -> bool:
+    builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
+    return builtin is not None and builtin.asks_user
+
+
 def searches_files(tool: Tool) -> bool:
     builtin = BUILTIN_REGISTRY.get(tool.name) if tool.kind == ToolKind.BUILTIN else None
     return builtin is not None and builtin.searches_files
 
 
 def is_offered(tool: Tool, agent_config: dict[str, Any], *, is_child_run: bool) -> bool:
-    """Available, and of use to this run: no spawning from a child, no search with nothing to search."""
-    if not is_available(tool) or (is_child_run and starts_runs(tool)):
+    """Available, and of use to this run: no spawning or asking the user from a child, no search with
+    nothing to search."""
+    if not is_available(tool) or (is_child_run and (starts_runs(tool) or asks_user(tool))):
         return False
     return bool(agent_config.get("searchable_files")) or not searches_files(tool)
 
@@ -150,6 +157,7 @@ def toolset_for_run(run: Run) -> RunToolset:
         allow=tuple(snapshot.get("allow", ())),
         deny=tuple(snapshot.get("deny", ())),
         require_approval=tuple(snapshot.get("require_approval", ())),
+        editable_arguments=tuple(snapshot.get("editable_arguments", ())),
         read_only_only=bool(run.agent_config.get("read_only_tools")),
     )
     assigned = assigned_tool_ids(run.agent_config)

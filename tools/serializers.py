@@ -76,7 +76,15 @@ class ToolUpdateSerializer(HttpToolWriteSerializer):
 class ToolPolicySerializer(serializers.ModelSerializer):
     class Meta:
         model = ToolPolicy
-        fields = ["profile", "allow", "deny", "max_calls_per_turn", "max_calls_per_run", "require_approval"]
+        fields = [
+            "profile",
+            "allow",
+            "deny",
+            "max_calls_per_turn",
+            "max_calls_per_run",
+            "require_approval",
+            "editable_arguments",
+        ]
 
 
 class EffectiveToolSerializer(serializers.Serializer):
@@ -86,6 +94,7 @@ class EffectiveToolSerializer(serializers.Serializer):
     is_allowed = serializers.BooleanField()
     reason = serializers.CharField()
     requires_approval = serializers.BooleanField()
+    arguments_editable_at_approval = serializers.BooleanField()
     is_read_only = serializers.BooleanField()
 
 
@@ -101,6 +110,12 @@ class AgentToolsUpdateSerializer(StrictSerializer):
     deny = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=200)
     require_approval = serializers.ListField(
         child=serializers.CharField(max_length=100), required=False, max_length=200
+    )
+    editable_arguments = serializers.ListField(
+        child=serializers.CharField(max_length=100),
+        required=False,
+        max_length=200,
+        help_text="Tools (names, group:<name>, * wildcards) whose arguments the approver may edit.",
     )
     max_calls_per_turn = serializers.IntegerField(required=False)
     max_calls_per_run = serializers.IntegerField(required=False)

@@ -29,7 +29,15 @@ TOOL_FIELDS = (
     "headers",
     "secret_headers",
 )
-POLICY_FIELDS = ("profile", "allow", "deny", "max_calls_per_turn", "max_calls_per_run", "require_approval")
+POLICY_FIELDS = (
+    "profile",
+    "allow",
+    "deny",
+    "max_calls_per_turn",
+    "max_calls_per_run",
+    "require_approval",
+    "editable_arguments",
+)
 SECRET_TOOL_FIELDS = ("secret_headers",)
 POLICY_ENTRY = re.compile(r"^(group:)?[a-zA-Z0-9_*?:\-\[\]]{1,100}$")
 
@@ -138,7 +146,7 @@ def _validate_policy(policy: ToolPolicy) -> None:
     errors: dict[str, list[str]] = {}
     if policy.profile not in ToolProfile.values:
         errors["profile"] = [f"Choose one of {', '.join(ToolProfile.values)}."]
-    for name in ("allow", "deny", "require_approval"):
+    for name in ("allow", "deny", "require_approval", "editable_arguments"):
         entries = getattr(policy, name)
         if not isinstance(entries, list) or not all(
             isinstance(e, str) and POLICY_ENTRY.match(e) for e in entries

@@ -137,7 +137,19 @@ def _describe(event: RunEvent) -> tuple[str, str, str]:
         return f"Approval required: {data.get('name')}", _pretty(data.get("arguments", {})), "approval"
     if kind == "approval.resolved":
         who = f" by {data['decided_by']}" if data.get("decided_by") else ""
-        return f"Approval {data.get('status', data.get('decision'))}{who}", data.get("reason", ""), "approval"
+        edited = " with edited arguments" if data.get("arguments_edited") else ""
+        detail = _pretty(data["arguments"]) if data.get("arguments_edited") else data.get("reason", "")
+        return f"Approval {data.get('status', data.get('decision'))}{who}{edited}", detail, "approval"
+    if kind == "input.required":
+        choices = data.get("choices") or []
+        return (
+            "Question to the user",
+            data.get("question", "") + (f" ({' / '.join(choices)})" if choices else ""),
+            "approval",
+        )
+    if kind == "input.resolved":
+        who = f" by {data['answered_by']}" if data.get("answered_by") else ""
+        return f"Question {data.get('status', 'answered')}{who}", data.get("answer", ""), "approval"
     if kind == "usage":
         usage = data.get("usage", {})
         return (

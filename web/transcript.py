@@ -17,7 +17,7 @@ from agents.models import Agent
 from agents.selectors import agent_list_for_actor
 from files.artifacts import artifacts_by_run
 from files.citations import citations_by_run, cited_in, citing_run_ids
-from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval
+from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval, UserQuestion
 from sessions.selectors import (
     SESSION_QUERY_MAX_LENGTH,
     last_used_agent_id,
@@ -56,6 +56,8 @@ class ToolCard:
     result: str | None = None
     is_error: bool = False
     approval: ToolApproval | None = None
+    # ask_user: the question the call asked, with its answer.
+    question: UserQuestion | None = None
     # spawn_subagent: the sub-agent the call started.
     child: ChildRun | None = None
 
@@ -236,6 +238,20 @@ def attach_citations(turns: list[Turn], messages: list[Message]) -> None:
             turn.citations = cited_in(turn.text, by_run[turn.run.pk])
 
 
+def attach_questions(turns: list[Turn], runs: list[Run]) -> None:
+    """Give each finished answer's ask_user cards their question and answer (one query)."""
+    questions = {
+        question.tool_call_id: question
+        for question in UserQuestion.objects.filter(run__in=runs).select_related("answered_by")
+    }
+    if not questions:
+        return
+    for turn in turns:
+        for part in turn.parts:
+            if part.tool is not None and part.tool.tool_call_id in questions:
+                part.tool.question = questions[part.tool.tool_call_id]
+
+
 def attach_artifacts(turns: list[Turn]) -> None:
     """Give each finished answer, and each of its child blocks, the files its run made (one query)."""
     holders: dict[Any, Turn | ChildRun] = {}
@@ -290,6 +306,7 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     turns = build_turns(messages, settled, approvals)
     attach_children(turns, settled_children, approvals)
     attach_citations(turns, messages)
+    attach_questions(turns, list(settled.values()))
     attach_artifacts(turns)
     lane_by_id = {run.pk: run for run in lane}
     for turn in turns:

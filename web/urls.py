@@ -63,6 +63,7 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel/", runs.run_cancel_view, name="run-cancel"),
     path("runs/<str:run_id>/retry/", runs.run_retry_view, name="run-retry"),
     path("runs/<str:run_id>/approve/", runs.run_approve_view, name="run-approve"),
+    path("runs/<str:run_id>/answer/", runs.run_answer_view, name="run-answer"),
     # Tools and MCP servers
     path("tools/", tools.tool_list, name="tools"),
     path("tools/new/", tools.http_tool_create_view, name="tool-create"),

@@ -43,6 +43,7 @@ LoopStopReason = Literal[
     "lease_lost",
     "shutdown",
     "awaiting_approval",
+    "awaiting_input",
     "awaiting_subagents",
     "plan_requested",
 ]
@@ -90,10 +91,11 @@ def run_agent_loop(
     """Run the conversation in ``history`` until the model ends its turn or a limit or stop hits.
 
     ``model_calls_done`` counts the model calls of this run made before a resume. When
-    ``approvals`` holds a call back, the loop returns ``awaiting_approval`` (a person decides)
-    or ``awaiting_subagents`` (a sub-agent works) with the calls unanswered; running it again
-    on the stored history resumes from there. With ``config.offers_create_plan``, a turn that
-    calls ``create_plan`` ends the loop with ``plan_requested``, its calls answered without running.
+    ``approvals`` holds a call back, the loop returns ``awaiting_approval`` (a person decides),
+    ``awaiting_input`` (the user answers a question) or ``awaiting_subagents`` (a sub-agent
+    works) with the calls unanswered; running it again on the stored history resumes from there.
+    With ``config.offers_create_plan``, a turn that calls ``create_plan`` ends the loop with
+    ``plan_requested``, its calls answered without running.
     """
     loop = _AgentLoop(config, history, model, tools, recorder, model_calls_done, approvals)
     unanswered_calls = unanswered_tool_calls(history)
@@ -114,6 +116,20 @@ def run_agent_loop(
             return loop.finish("end_turn")
         if stop_reason := loop.answer_tool_calls(tool_calls):
             return loop.finish(stop_reason)
+
+
+WaitReason = Literal["awaiting_input", "awaiting_approval", "awaiting_subagents"]
+# A batch with several kinds of held calls waits as the first: the user's answer shows first.
+WAIT_REASONS: tuple[tuple[str, WaitReason], ...] = (
+    ("asking", "awaiting_input"),
+    ("pending", "awaiting_approval"),
+    ("waiting", "awaiting_subagents"),
+)
+
+
+def _wait_reason(checks: dict[str, ApprovalCheck]) -> WaitReason | None:
+    states = {check.state for check in checks.values()}
+    return next((reason for state, reason in WAIT_REASONS if state in states), None)
 
 
 def unanswered_tool_calls(history: list[ChatMessage]) -> list[ToolCallRequested]:
@@ -217,7 +233,7 @@ class _AgentLoop:
 
     def answer_tool_calls(
         self, calls: list[ToolCallRequested]
-    ) -> StopRequestReason | Literal["awaiting_approval", "awaiting_subagents", "plan_requested"] | None:
+    ) -> WaitReason | StopRequestReason | Literal["plan_requested"] | None:
         """Run the calls and append their results as one user message, in call order.
 
         Nothing of the batch runs while one call waits: the resumed run answers them all at once.
@@ -227,10 +243,8 @@ class _AgentLoop:
             self._answer_for_plan(calls, request)
             return "plan_requested"
         checks = self.approvals.check(calls) if self.approvals else {}
-        if any(check.state == "pending" for check in checks.values()):
-            return "awaiting_approval"
-        if any(check.state == "waiting" for check in checks.values()):
-            return "awaiting_subagents"
+        if wait_reason := _wait_reason(checks):
+            return wait_reason
         denied = {
             call.id: self._deny(call, checks[call.id])
             for call in calls

@@ -270,12 +270,13 @@ class RunRecorder(Protocol):
         ...
 
 
-ApprovalState = Literal["not_required", "approved", "denied", "refused", "pending", "waiting"]
+ApprovalState = Literal["not_required", "approved", "denied", "refused", "pending", "asking", "waiting"]
 
 
 @dataclass(frozen=True)
 class ApprovalCheck:
     """``denied``: a person said no; ``refused``: the tool policy said no (``reason`` says why);
+    ``asking``: the call's answer is the user's, who has not given it yet (ask_user);
     ``waiting``: the call's answer comes from work elsewhere (a sub-agent) that has not finished."""
 
     state: ApprovalState
@@ -285,7 +286,8 @@ class ApprovalCheck:
 class ApprovalGate(Protocol):
     """Decides which tool calls may run now, before any runs.
 
-    A ``pending`` call pauses the run until someone decides, a ``waiting`` one until its
+    A ``pending`` call pauses the run until someone decides, an ``asking`` one until the user
+    answers, a ``waiting`` one until its
     sub-agent ends; ``denied`` and ``refused`` calls are answered with an error result the
     model sees, and the run continues.
     """

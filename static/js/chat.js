@@ -325,7 +325,105 @@
       button.disabled = false;
       button.onclick = function () { decide(run.id, data.tool_call_id, button.getAttribute("data-decision"), approval); };
     });
+    offerArgumentEdits(approval, data);
     if (!config.canPost) slot(card, "approval-note").textContent = "Waiting for the conversation's owner or an admin to approve.";
+  }
+
+  /* Tools whose policy lets the approver edit the arguments: a JSON box, filled with the call's. */
+  function offerArgumentEdits(approval, data) {
+    const editButton = approval.querySelector("[data-edit-arguments]");
+    const editor = slot(approval, "approval-edit");
+    editor.hidden = true;
+    editButton.hidden = !data.arguments_editable;
+    editButton.onclick = function () {
+      slot(editor, "approval-arguments").value = pretty(data.arguments || {});
+      editor.hidden = false;
+      editButton.hidden = true;
+      slot(editor, "approval-arguments").focus();
+    };
+  }
+
+  /* The edited arguments when the approver opened the editor; null when not; throws on bad JSON. */
+  function editedArguments(approval, decision) {
+    const editor = slot(approval, "approval-edit");
+    if (decision !== "approve" || !editor || editor.hidden) return null;
+    try {
+      return JSON.parse(slot(editor, "approval-arguments").value);
+    } catch (error) {
+      throw new Error("The arguments are not valid JSON.");
+    }
+  }
+
+  /* --- Questions (ask_user): the agent asks, the run waits for the answer ---------------------------- */
+  function askQuestion(run, card, data) {
+    setCardState(card, "awaiting", "needs your answer");
+    card.classList.add("is-question");
+    card.open = true;
+    const box = slot(card, "question");
+    box.hidden = false;
+    slot(box, "question-text").textContent = data.question || "";
+    const choices = slot(box, "question-choices");
+    const form = slot(box, "question-form");
+    const options = Array.isArray(data.choices) ? data.choices : [];
+    choices.textContent = "";
+    options.forEach(function (choice) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "btn btn-small";
+      button.textContent = choice;
+      button.setAttribute("data-choice", choice);
+      button.hidden = !config.canPost;
+      button.onclick = function () { sendAnswer(run.id, data.tool_call_id, choice, box, button); };
+      choices.appendChild(button);
+    });
+    form.hidden = !config.canPost || options.length > 0;
+    form.onsubmit = function (event) {
+      event.preventDefault();
+      const text = slot(form, "question-input").value;
+      if (!text.trim()) { toast("Write an answer first.", "error"); return; }
+      sendAnswer(run.id, data.tool_call_id, text, box, form.querySelector("button"));
+    };
+    slot(box, "question-note").textContent = config.canPost ? "" : "Waiting for the conversation's owner or an admin to answer.";
+  }
+
+  function closeQuestion(box) {
+    slot(box, "question-choices").textContent = "";
+    slot(box, "question-form").hidden = true;
+  }
+
+  function showAnswer(card, data) {
+    const box = slot(card, "question");
+    card.classList.add("is-question");
+    box.hidden = false;
+    closeQuestion(box);
+    const note = slot(box, "question-note");
+    note.textContent = "";
+    if (data.status === "expired") {
+      note.textContent = "Not answered in time: the agent carried on without an answer.";
+      setCardState(card, "pending", "no answer");
+      return;
+    }
+    note.appendChild(document.createTextNode("Answered" + (data.answered_by ? " by " + data.answered_by : "") + ": "));
+    const answer = document.createElement("strong");
+    answer.setAttribute("data-slot", "question-answer");
+    answer.textContent = data.answer || "";
+    note.appendChild(answer);
+    setCardState(card, "pending", "answered");
+  }
+
+  function sendAnswer(runId, toolCallId, answer, box, clicked) {
+    const controls = box.querySelectorAll("button, textarea");
+    controls.forEach(function (control) { control.disabled = true; });
+    if (clicked) clicked.setAttribute("aria-busy", "true");
+    command({ type: "answer", run_id: runId, tool_call_id: toolCallId, answer: answer })
+      .catch(function (error) {
+        if (error.isTransport) return postForm(url("answer", runId), { tool_call_id: toolCallId, answer: answer });
+        throw error;
+      })
+      .catch(function (error) {
+        toast(error.message, "error");
+        controls.forEach(function (control) { control.disabled = false; control.removeAttribute("aria-busy"); });
+      });
   }
 
   /* --- Run footers ------------------------------------------------------------------------------- */
@@ -390,6 +488,8 @@
     run.cards.forEach(function (card) {
       const cardState = card.getAttribute("data-state");
       if (cardState === "running" || cardState === "pending" || cardState === "awaiting") setCardState(card, "cancelled", "not run");
+      const question = slot(card, "question");
+      if (question && !question.hidden) closeQuestion(question);
     });
     const queuedTurn = userTurn(run.messageId);
     if (queuedTurn && queuedTurn.classList.contains("is-queued") && status === "cancelled") {
@@ -430,6 +530,7 @@
     "run.status": function (run, data) {
       const to = data.to;
       if (to === "awaiting_approval") run.status = "awaiting_approval";
+      else if (to === "awaiting_input") { run.status = "awaiting_input"; run.phase = "Waiting for your answer"; }
       else if (to === "cancelling") { run.status = "cancelling"; run.phase = "Stopping…"; }
       else if (to === "queued" && run.status !== "queued") { run.status = "queued"; run.phase = "Resuming…"; }
       else if (to === "planning" || to === "executing") run.status = "running";
@@ -489,9 +590,20 @@
       const approved = data.decision === "approve";
       const who = data.decided_by ? " by " + data.decided_by : "";
       const verb = data.status === "expired" ? "Expired (" + data.decision + ")" : approved ? "Approved" : "Denied";
-      slot(card, "approval-note").textContent = verb + who + (data.reason ? ": " + data.reason : "");
+      const edited = data.arguments_edited ? " with edited arguments" : "";
+      slot(card, "approval-note").textContent = verb + who + edited + (data.reason ? ": " + data.reason : "");
+      if (data.arguments_edited) slot(card, "arguments").textContent = pretty(data.arguments);
       setCardState(card, approved ? "pending" : "denied", approved ? "approved" : "denied");
       run.phase = approved ? "Resuming…" : run.phase;
+    },
+    "input.required": function (run, data) {
+      askQuestion(run, ensureCard(run, data.tool_call_id, "ask_user"), data);
+      run.status = "awaiting_input";
+      run.phase = "Waiting for your answer";
+    },
+    "input.resolved": function (run, data) {
+      showAnswer(ensureCard(run, data.tool_call_id), data);
+      run.phase = "Resuming…";
     },
     "artifact.created": function (run, data) {
       if (!run.artifacts) run.artifacts = addPart(run, clone("tpl-artifacts"));
@@ -537,6 +649,9 @@
     return runs;
   }
 
+  /* A run that waits for people: no worker holds it. */
+  const WAITING_STATUSES = ["awaiting_approval", "awaiting_input"];
+
   function isFinished(run) {
     return ["completed", "failed", "cancelled", "timeout"].indexOf(run.status) >= 0;
   }
@@ -550,13 +665,13 @@
     const active = activeRun();
     const queued = lane.filter(function (run) { return run !== active && run.status === "queued"; }).length;
     let sessionStatus = "idle";
-    if (active) sessionStatus = active.status === "awaiting_approval" ? "awaiting_approval" : "running";
+    if (active) sessionStatus = WAITING_STATUSES.indexOf(active.status) >= 0 ? active.status : "running";
     else if (queued) sessionStatus = "queued";
-    const tone = { idle: "muted", running: "busy", queued: "info", awaiting_approval: "warn" }[sessionStatus];
+    const tone = { idle: "muted", running: "busy", queued: "info", awaiting_approval: "warn", awaiting_input: "warn" }[sessionStatus];
     const sidebarBadge = document.querySelector('[data-session-id="' + config.sessionId + '"] [data-session-status]');
     [statusBadge, sidebarBadge].forEach(function (badge) {
       if (!badge) return;
-      badge.textContent = sessionStatus.replace("_", " ");
+      badge.textContent = sessionStatus === "awaiting_input" ? "waiting for your answer" : sessionStatus.replace("_", " ");
       badge.className = "badge tone-" + tone;
     });
     runBar.hidden = lane.length === 0;
@@ -841,12 +956,17 @@
   }
 
   function decide(runId, toolCallId, decision, approval) {
+    let edited;
+    try { edited = editedArguments(approval, decision); } catch (error) { toast(error.message, "error"); return; }
     approval.querySelectorAll("button").forEach(function (button) { button.disabled = true; });
     const clicked = approval.querySelector('[data-decision="' + decision + '"]');
     if (clicked) clicked.setAttribute("aria-busy", "true");
-    command({ type: "approve", run_id: runId, tool_call_id: toolCallId, decision: decision, reason: "" })
+    const frame = { type: "approve", run_id: runId, tool_call_id: toolCallId, decision: decision, reason: "" };
+    const fields = { tool_call_id: toolCallId, decision: decision };
+    if (edited !== null) { frame.arguments = edited; fields.arguments = JSON.stringify(edited); }
+    command(frame)
       .catch(function (error) {
-        if (error.isTransport) return postForm(url("approve", runId), { tool_call_id: toolCallId, decision: decision });
+        if (error.isTransport) return postForm(url("approve", runId), fields);
         throw error;
       })
       .catch(function (error) {
@@ -1324,7 +1444,7 @@
   config.laneRuns.forEach(function (lane) {
     const run = runRecord(lane.id);
     run.messageId = lane.messageId;
-    run.status = lane.status === "queued" ? "queued" : lane.status === "awaiting_approval" ? "awaiting_approval" : "running";
+    run.status = lane.status === "queued" ? "queued" : WAITING_STATUSES.indexOf(lane.status) >= 0 ? lane.status : "running";
     run.phase = run.status === "running" ? "Working…" : "";
   });
   renderStatus();

@@ -45,6 +45,8 @@ class BuiltinTool:
     unavailable_reason: Callable[[], str] = field(default=lambda: "")
     # Starts other runs: hidden from child runs, so sub-agents cannot spawn (depth limit).
     starts_runs: bool = False
+    # Waits for the user's answer: offered only to top-level runs (nobody watches a child's chat).
+    asks_user: bool = False
     # Searches files: offered only to runs with a knowledge base or attachments to search.
     searches_files: bool = False
 

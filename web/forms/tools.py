@@ -110,6 +110,12 @@ class AgentPolicyForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
         help_text="Calls of matching tools wait for a person's decision.",
     )
+    editable_arguments = forms.CharField(
+        label="Arguments editable at approval",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
+        help_text="Of the tools that need approval, those whose arguments the approver may edit first.",
+    )
     max_calls_per_turn = forms.IntegerField(label="Max tool calls per model turn")
     max_calls_per_run = forms.IntegerField(label="Max tool calls per run")
     assigned_tools = forms.ModelMultipleChoiceField(
@@ -132,6 +138,7 @@ class AgentPolicyForm(forms.Form):
             "allow": join_names(policy.allow),
             "deny": join_names(policy.deny),
             "require_approval": join_names(policy.require_approval),
+            "editable_arguments": join_names(policy.editable_arguments),
             "max_calls_per_turn": policy.max_calls_per_turn,
             "max_calls_per_run": policy.max_calls_per_run,
             "assigned_tools": assigned,
@@ -144,6 +151,7 @@ class AgentPolicyForm(forms.Form):
             "allow": split_names(data["allow"]),
             "deny": split_names(data["deny"]),
             "require_approval": split_names(data["require_approval"]),
+            "editable_arguments": split_names(data["editable_arguments"]),
             "max_calls_per_turn": data["max_calls_per_turn"],
             "max_calls_per_run": data["max_calls_per_run"],
         }

@@ -27,6 +27,7 @@ TONES = {
     "running": "busy",
     "cancelling": "warn",
     "awaiting_approval": "warn",
+    "awaiting_input": "warn",
     "failed": "error",
     "timeout": "error",
     "cancelled": "muted",
@@ -46,7 +47,11 @@ TONES = {
     "processing": "busy",
     "ready": "ok",
 }
-STATUS_LABELS = {"awaiting_approval": "awaiting approval", "end_turn": "end of turn"}
+STATUS_LABELS = {
+    "awaiting_approval": "awaiting approval",
+    "awaiting_input": "waiting for your answer",
+    "end_turn": "end of turn",
+}
 
 
 @register.filter

@@ -42,6 +42,7 @@ def chat_config(chat: ChatPage, actor: Actor) -> dict[str, Any] | None:
             "cancel": reverse("web:run-cancel", kwargs={"run_id": RUN_PLACEHOLDER}),
             "retry": reverse("web:run-retry", kwargs={"run_id": RUN_PLACEHOLDER}),
             "approve": reverse("web:run-approve", kwargs={"run_id": RUN_PLACEHOLDER}),
+            "answer": reverse("web:run-answer", kwargs={"run_id": RUN_PLACEHOLDER}),
             "timeline": reverse("web:run-detail", kwargs={"run_id": RUN_PLACEHOLDER}),
             "message": reverse(
                 "web:chat-message", kwargs={"session_id": session.pk, "message_id": MESSAGE_PLACEHOLDER}

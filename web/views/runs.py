@@ -1,4 +1,6 @@
+import json
 from collections.abc import Callable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -7,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from sessions.models import Run
 from sessions.selectors import run_get_for_actor
-from sessions.services import run_approve, run_cancel, run_retry
+from sessions.services import run_answer, run_approve, run_cancel, run_retry
 from sessions.state import InvalidTransition, StaleTransition
 from tenants.actors import Actor
 from tenants.models import Role
@@ -74,6 +76,12 @@ def run_approve_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpRes
         fallback = reverse("web:chat-session", kwargs={"session_id": run.session_id})
         return _refused(request, fallback, "Choose approve or deny.")
     done = "Tool call approved." if decision == "approve" else "Tool call denied."
+    try:
+        arguments = _edited_arguments(request)
+    except (ValueError, RecursionError):
+        run = run_get_for_actor(actor=actor, run_id=run_id)
+        fallback = reverse("web:chat-session", kwargs={"session_id": run.session_id})
+        return _refused(request, fallback, "The arguments are not valid JSON.")
     return _run_action(
         request,
         actor,
@@ -84,6 +92,31 @@ def run_approve_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpRes
             tool_call_id=request.POST.get("tool_call_id", ""),
             decision=decision,
             reason=request.POST.get("reason", "")[:1000],
+            arguments=arguments,
         ),
         done,
+    )
+
+
+def _edited_arguments(request: HttpRequest) -> Any:
+    """The approver's edited arguments (JSON in the form), or None when they edited nothing."""
+    text = request.POST.get("arguments")
+    return None if text is None else json.loads(text)
+
+
+@require_POST
+@page(role=Role.MEMBER)
+def run_answer_view(request: HttpRequest, actor: Actor, run_id: str) -> HttpResponse:
+    """The chat's answer to an ask_user question when its socket is down."""
+    return _run_action(
+        request,
+        actor,
+        run_id,
+        lambda run: run_answer(
+            actor=actor,
+            run=run,
+            tool_call_id=request.POST.get("tool_call_id", ""),
+            answer=request.POST.get("answer", "")[:10_000],
+        ),
+        "Answer sent.",
     )
