@@ -30,6 +30,7 @@ class TreeNode:
     position: int | None
     role: str
     created_at: datetime
+    run_id: UUID | None = None
     # A user message: when its newest run was created. None for answers.
     latest_run_at: datetime | None = None
     # Its run (or, for a user message, one of its runs) is queued or active.
@@ -48,6 +49,14 @@ class BranchInfo:
     branch_index: int
     branch_count: int
     sibling_ids: list[UUID]
+
+    @property
+    def previous_id(self) -> UUID | None:
+        return self.sibling_ids[self.branch_index - 2] if self.branch_index > 1 else None
+
+    @property
+    def next_id(self) -> UUID | None:
+        return self.sibling_ids[self.branch_index] if self.branch_index < self.branch_count else None
 
 
 class ConversationTree:
@@ -158,7 +167,9 @@ def conversation_tree(session_id: UUID) -> ConversationTree:
     rows = (
         Message.objects.filter(conversation_messages(session_id))
         .annotate(latest_run_at=Subquery(newest_run), is_pending=Exists(pending))
-        .values_list("id", "parent_id", "position", "role", "created_at", "latest_run_at", "is_pending")
+        .values_list(
+            "id", "parent_id", "position", "role", "created_at", "run_id", "latest_run_at", "is_pending"
+        )
     )
     return ConversationTree(
         TreeNode(
@@ -167,8 +178,9 @@ def conversation_tree(session_id: UUID) -> ConversationTree:
             position=row[2],
             role=row[3],
             created_at=row[4],
-            latest_run_at=row[5] if row[3] == MessageRole.USER else None,
-            is_pending=row[6],
+            run_id=row[5],
+            latest_run_at=row[6] if row[3] == MessageRole.USER else None,
+            is_pending=row[7],
         )
         for row in rows
     )

@@ -351,6 +351,7 @@
       markUserTurnStarted(run);
     }
     fillFooter(run, data || {});
+    offerRegenerate(run);
     refreshSessionList();
   }
 
@@ -1181,6 +1182,94 @@
   transcript.addEventListener("click", function (event) {
     const chip = event.target.closest("[data-citation]");
     if (chip) openCitation(chip);
+  });
+
+  /* --- Branches: regenerate an answer, edit a message and send it again, ‹ n/m › ------------------ */
+  /* Each action changes the branch the session shows (server side), so the page reloads to show it;
+     a new run then streams in from the lane like any other. */
+  function postJson(path, body) {
+    return fetch(path, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      body: JSON.stringify(body || {}),
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (payload) {
+        if (!response.ok) throw new Error(branchErrorText(payload, response.status));
+        return payload;
+      });
+    });
+  }
+
+  function branchErrorText(payload, status) {
+    const error = payload && payload.error;
+    if (!error) return "Something went wrong (" + status + ").";
+    const details = [];
+    Object.keys(error.fields || {}).forEach(function (name) { details.push.apply(details, [].concat(error.fields[name])); });
+    return details.length && details.join(" ") !== error.message ? error.message + " " + details.join(" ") : error.message;
+  }
+
+  function branchAction(button, path, body) {
+    button.disabled = true;
+    return postJson(path, body)
+      .then(function () { window.location.reload(); })
+      .catch(function (error) { button.disabled = false; toast(error.message, "error"); });
+  }
+
+  /* A top-level answer that ended can be answered again. */
+  function offerRegenerate(run) {
+    const button = run.turn && !run.parentId ? run.turn.querySelector(":scope > [data-parts] > .message-actions [data-regenerate]") : null;
+    if (!button) return;
+    button.setAttribute("data-regenerate", run.id);
+    button.hidden = false;
+  }
+
+  function openEditor(turn) {
+    if (turn.querySelector("[data-message-editor]")) return;
+    const bubble = turn.querySelector(".bubble");
+    const editor = clone("tpl-message-editor");
+    const field = slot(editor, "text");
+    field.value = bubble.textContent;
+    bubble.hidden = true;
+    bubble.after(editor);
+    turn.classList.add("is-editing");
+    field.focus();
+    field.setSelectionRange(field.value.length, field.value.length);
+    function close() {
+      editor.remove();
+      bubble.hidden = false;
+      turn.classList.remove("is-editing");
+      const edit = turn.querySelector("[data-edit]");
+      if (edit) edit.focus();
+    }
+    editor.querySelector("[data-edit-cancel]").addEventListener("click", close);
+    field.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") { event.preventDefault(); close(); }
+      else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); editor.requestSubmit(); }
+    });
+    editor.addEventListener("submit", function (event) {
+      event.preventDefault();
+      if (!field.value.trim()) { toast("Message cannot be empty.", "error"); return; }
+      const attachments = (turn.getAttribute("data-attachment-ids") || "").split(",").filter(Boolean);
+      branchAction(editor.querySelector('[type="submit"]'), "/api/v1/sessions/" + config.sessionId + "/messages/", {
+        content: field.value,
+        parent_id: turn.getAttribute("data-parent-id") || null,
+        attachments: attachments,
+      });
+    });
+  }
+
+  transcript.addEventListener("click", function (event) {
+    const regenerate = event.target.closest("[data-regenerate]");
+    const target = event.target.closest("[data-branch-target]");
+    const edit = event.target.closest("[data-edit]");
+    if (regenerate && regenerate.getAttribute("data-regenerate")) {
+      branchAction(regenerate, "/api/v1/runs/" + regenerate.getAttribute("data-regenerate") + "/regenerate/");
+    } else if (target) {
+      branchAction(target, "/api/v1/sessions/" + config.sessionId + "/branch/", { message_id: target.getAttribute("data-branch-target") });
+    } else if (edit) {
+      openEditor(edit.closest(".turn-user"));
+    }
   });
 
   /* --- Start -------------------------------------------------------------------------------------------- */
