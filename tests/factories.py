@@ -55,5 +55,9 @@ def field_values(instance: Model) -> dict[str, Any]:
 def last_placed_message_id(session: Any) -> Any:
     """The session's newest placed message: one stored by a helper follows it (one branch,
     as sessions.branches links a run's messages)."""
-    newest = Message.objects.filter(session=session, position__isnull=False).order_by("-position")
+    newest = (
+        Message.objects.filter(session=session, position__isnull=False)
+        .exclude(run__parent_run__isnull=False)  # executors' turns are outside the conversation
+        .order_by("-position")
+    )
     return newest.values_list("id", flat=True).first()
