@@ -59,3 +59,22 @@ def pending_answer_branch(tree: ConversationTree, user_message_id: UUID, run: Ru
     return BranchInfo(
         parent_id=user_message_id, branch_index=count, branch_count=count, sibling_ids=[*answers, run.pk]
     )
+
+
+def off_branch_runs(tree: ConversationTree, path: list[UUID], lane: Iterable[Run]) -> list[Run]:
+    """Runs in the lane answering on another branch than the one shown: the page follows their
+    status but does not show their answer (switching to their branch does)."""
+    following = {
+        message_id: path[index + 1] if index + 1 < len(path) else None
+        for index, message_id in enumerate(path)
+    }
+    hidden = []
+    for run in lane:
+        if run.user_message_id not in following:
+            hidden.append(run)
+            continue
+        after = following[run.user_message_id]
+        node = tree.nodes[after] if after is not None else None
+        if node is not None and node.role != MessageRole.USER and node.run_id != run.pk:
+            hidden.append(run)
+    return hidden

@@ -24,7 +24,7 @@ from sessions.serializers import SessionLaneMixin
 from sessions.state import TERMINAL_RUN_STATUSES
 from tenants.actors import Actor
 from tenants.models import Role
-from web.chat_branches import attach_branches, pending_answer_branch, runs_on_path
+from web.chat_branches import attach_branches, off_branch_runs, pending_answer_branch, runs_on_path
 from web.chat_files import ArtifactCard, Attachment, artifact_card, message_attachments
 
 RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
@@ -123,6 +123,8 @@ class ChatTranscript:
     after_seq: int
     # Finished runs with events after ``after_seq``: the page already shows them.
     settled_run_ids: list[str]
+    # Lane runs answering on another branch than the one shown (web.chat_branches).
+    off_branch_run_ids: list[str]
     status: str
     can_post: bool
 
@@ -306,13 +308,15 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     for turn in turns:
         if turn.role == "user" and turn.message is not None and turn.message.run_id in lane_by_id:
             turn.run = lane_by_id[turn.message.run_id]
-    _add_pending_answers(turns, tree, lane)
+    off_branch = off_branch_runs(tree, path, lane)
+    _add_pending_answers(turns, tree, [run for run in lane if run not in off_branch])
     session.lane_runs = lane  # type: ignore[attr-defined]
     return ChatTranscript(
         turns=turns,
         lane_runs=lane,
         after_seq=max(after_seq, 0),
         settled_run_ids=sorted({str(run_id) for run_id in replayed_settled}),
+        off_branch_run_ids=[str(run.pk) for run in off_branch],
         status=SessionLaneMixin().get_status(session),
         can_post=actor.can(Role.MEMBER) and (session.created_by_id == actor.user_id or actor.can(Role.ADMIN)),
     )

@@ -476,6 +476,7 @@
     const runId = envelope.run_id;
     if (!runId || state.settled.has(runId)) return;
     const run = runRecord(runId);
+    if (isOffBranch(run, envelope)) return;
     if (TERMINAL[envelope.type]) {
       finishRun(run, TERMINAL[envelope.type], envelope.data || {});
     } else if (HANDLERS[envelope.type]) {
@@ -1214,6 +1215,15 @@
     return postJson(path, body)
       .then(function () { window.location.reload(); })
       .catch(function (error) { button.disabled = false; toast(error.message, "error"); });
+  }
+
+  /* A run answering on another branch: its status counts in the lane, its answer is not shown here. */
+  function isOffBranch(run, envelope) {
+    if ((config.offBranchRunIds || []).indexOf(run.id) < 0) return false;
+    if (TERMINAL[envelope.type]) run.status = TERMINAL[envelope.type];
+    else if (envelope.type === "run.started") run.status = "running";
+    renderStatus();
+    return true;
   }
 
   /* A top-level answer that ended can be answered again. */
