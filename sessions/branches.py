@@ -131,9 +131,7 @@ class ConversationTree:
     def _queued_after(self, path: list[UUID], *, starts_at_root: bool) -> list[UUID]:
         """Queued messages posted at the end of ``path`` (or after a turn on it still being answered)."""
         placed = [message_id for message_id in path if not self.nodes[message_id].is_queued]
-        ends: set[UUID | None] = {placed[-1] if placed else None}
-        if starts_at_root and not placed:
-            ends.add(None)
+        ends: set[UUID | None] = {placed[-1]} if placed else ({None} if starts_at_root else set())
         ends |= {message_id for message_id in placed if self.nodes[message_id].is_pending}
         ends |= {message_id for message_id in path if self.nodes[message_id].is_queued}
         on_path = set(path)
