@@ -365,3 +365,61 @@ def test_another_tenants_branches_are_404_and_unchanged(
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
     assert state() == before
+
+
+def test_an_edit_is_a_sibling_in_its_posts_answer_already(
+    bob_api: APIClient, fake_model: FakeModelServer, session_id: str
+) -> None:
+    first = ask(bob_api, fake_model, session_id, "Q1", "A1")
+
+    response = post(bob_api, session_id, "Q1 edited", parent_id=None)
+
+    message = response.json()["message"]
+    assert (message["is_queued"], message["parent_id"], message["branch_index"], message["branch_count"]) == (
+        True,
+        None,
+        2,
+        2,
+    )
+    assert message["sibling_ids"] == [first["message"]["id"], message["id"]]
+
+
+def test_a_viewer_cannot_regenerate_or_switch_branches(
+    cast: Cast, bob_api: APIClient, victor_api: APIClient, fake_model: FakeModelServer, session_id: str
+) -> None:
+    first = ask(bob_api, fake_model, session_id, "Q1", "A1")
+    before = state()
+
+    regenerated = victor_api.post(f"/api/v1/runs/{first['run']['id']}/regenerate/")
+    switched = victor_api.post(
+        f"/api/v1/sessions/{session_id}/branch/", {"message_id": first["message"]["id"]}, format="json"
+    )
+
+    assert (regenerated.status_code, switched.status_code) == (403, 403)
+    assert state() == before
+    assert texts(shown(victor_api, session_id)) == ["Q1", "A1"]
+
+
+def test_an_executors_run_is_not_regenerated(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, session_id: str
+) -> None:
+    first = ask(bob_api, fake_model, session_id, "Q1", "A1")
+    parent = Run.objects.get(pk=first["run"]["id"])
+    prompt = Message.objects.create(tenant=cast.tenant_a, session_id=session_id, role="user", content=[])
+    executor = Run.objects.create(
+        tenant=cast.tenant_a,
+        session_id=session_id,
+        agent=parent.agent,
+        user_message=prompt,
+        parent_run=parent,
+        status="completed",
+    )
+    before = state()
+
+    response = bob_api.post(f"/api/v1/runs/{executor.pk}/regenerate/")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {
+        "run": ["Only an answer in the conversation can be regenerated."]
+    }
+    assert state() == before
