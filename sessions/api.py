@@ -1,3 +1,5 @@
+from uuid import UUID
+
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
 from django_filters import rest_framework as filters
@@ -23,13 +25,14 @@ from core.api.viewsets import TenantScopedViewSet
 from files.artifacts import artifacts_by_message
 from files.citations import citations_by_run, citing_run_ids
 from files.models import FilePurpose, StoredFile
+from sessions.branches import SHOWN_BRANCH, branch_infos, messages_in_order, shown_path
+from sessions.branching import AnswerInProgress, message_regenerate, session_show_branch
 from sessions.export import export_file_name, session_as_json, session_as_markdown
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
     SESSION_QUERY_MAX_LENGTH,
     events_for_run,
     events_for_session,
-    message_list_for_session,
     run_list_for_actor,
     session_get_for_posting,
     session_list_for_actor,
@@ -39,6 +42,7 @@ from sessions.selectors import (
 from sessions.serializers import (
     AnswerSerializer,
     ApproveSerializer,
+    BranchShowSerializer,
     MessageCreateSerializer,
     MessageSerializer,
     PostMessageResponseSerializer,
@@ -68,6 +72,11 @@ from tenants.models import Role
 EVENT_PAGE_SIZE = 500
 AFTER_PARAMETER = OpenApiParameter(
     "after", {"type": "integer", "minimum": 0}, description="Only events with a larger seq."
+)
+LEAF_PARAMETER = OpenApiParameter(
+    "leaf",
+    {"type": "string", "format": "uuid"},
+    description="A message of the branch to list: the path through it, continued by its newest replies.",
 )
 EXPORT_PARAMETER = OpenApiParameter(
     "as", {"type": "string", "enum": ["markdown", "json"]}, description="The file's kind (default markdown)."
@@ -102,6 +111,17 @@ def parse_after(request: Request) -> int:
     if after < 0:
         raise ValidationError({"after": ["Must be zero or more."]})
     return after
+
+
+def parse_leaf(request: Request) -> UUID | None:
+    """``?leaf=``: a message of the branch to read (the session's shown branch without it)."""
+    raw = request.query_params.get("leaf")
+    if raw is None:
+        return None
+    try:
+        return UUID(raw)
+    except ValueError as error:
+        raise ValidationError({"leaf": ["Must be a message id."]}) from error
 
 
 def event_page(request: Request, events: QuerySet[RunEvent]) -> Response:
@@ -193,8 +213,9 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
-        summary="List the session's messages",
+        summary="List the messages of the branch shown (or of the branch through ?leaf=)",
         tags=["sessions"],
+        parameters=[LEAF_PARAMETER],
         responses=MessageSerializer(many=True),
         methods=["GET"],
         filters=False,
@@ -214,12 +235,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
     @action(detail=True, methods=["get", "post"])
     def messages(self, request: Request, pk: str | None = None) -> Response:
         if request.method == "GET":
-            page = self.paginate_queryset(message_list_for_session(session=self.get_object())) or []
-            context = {
-                "citations": citations_by_run(citing_run_ids(page)),
-                "artifacts": artifacts_by_message(page),
-            }
-            return self.get_paginated_response(MessageSerializer(page, many=True, context=context).data)
+            return self._branch_page(request, self.get_object(), through=parse_leaf(request))
         session = session_get_for_posting(actor=self.actor, session_id=pk or "")
         self.check_object_permissions(request, session)
         serializer = MessageCreateSerializer(data=request.data)
@@ -232,6 +248,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
                 multitask=serializer.validated_data["multitask"],
                 idempotency_key=idempotency_key(request),
                 attachments=serializer.validated_data["attachments"],
+                parent_id=serializer.validated_data.get("parent_id", SHOWN_BRANCH),
             )
         except LaneBusy as busy:
             body = error_body(
@@ -242,6 +259,35 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
             return Response(body, status=status.HTTP_409_CONFLICT)
         body = {"message": MessageSerializer(message).data, "run": RunSummarySerializer(run).data}
         return Response(body, status=status.HTTP_202_ACCEPTED)
+
+    def _branch_page(self, request: Request, session: Session, *, through: UUID | None) -> Response:
+        """A page of the branch's path, each message with its siblings."""
+        tree, path = shown_path(session, through=through)
+        if through is not None and through not in tree.nodes:
+            raise ValidationError({"leaf": ["No such message in this conversation."]})
+        page = messages_in_order(self.paginate_queryset(path) or [])
+        context = {
+            "citations": citations_by_run(citing_run_ids(page)),
+            "artifacts": artifacts_by_message(page),
+            "branches": branch_infos(tree, (message.pk for message in page)),
+        }
+        return self.get_paginated_response(MessageSerializer(page, many=True, context=context).data)
+
+    @extend_schema(
+        summary="Show another branch: the path through a message, from now on",
+        tags=["sessions"],
+        request=BranchShowSerializer,
+        responses=MessageSerializer(many=True),
+        filters=False,
+    )
+    @action(detail=True, methods=["post"])
+    def branch(self, request: Request, pk: str | None = None) -> Response:
+        serializer = BranchShowSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        session = session_show_branch(
+            actor=self.actor, session=self.get_object(), message_id=serializer.validated_data["message_id"]
+        )
+        return self._branch_page(request, session, through=None)
 
     @extend_schema(
         summary="The session's events after a sequence number",
@@ -284,6 +330,7 @@ class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
         "retry": Role.MEMBER,
         "approve": Role.MEMBER,
         "answer": Role.MEMBER,
+        "regenerate": Role.MEMBER,
     }
 
     def get_queryset(self) -> QuerySet[Run]:
@@ -323,6 +370,34 @@ class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
     def retry(self, request: Request, pk: str | None = None) -> Response:
         run = run_retry(actor=self.actor, run=self.get_object())
         return Response(RunSummarySerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        summary="Regenerate: answer the run's user message again, as a new branch",
+        tags=["runs"],
+        request=None,
+        responses={
+            202: PostMessageResponseSerializer,
+            409: OpenApiResponse(
+                ERROR_REFERENCE, description="A run of that message is still queued or active (`run_active`)."
+            ),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def regenerate(self, request: Request, pk: str | None = None) -> Response:
+        run = self.get_object()
+        if run.parent_run_id is not None or run.user_message is None:
+            raise ValidationError({"run": ["Only an answer in the conversation can be regenerated."]})
+        try:
+            message, new_run = message_regenerate(actor=self.actor, message=run.user_message)
+        except AnswerInProgress as busy:
+            body = error_body(
+                "run_active",
+                f"Run {busy.run_id} still answers this message: wait for it or cancel it.",
+                {"run": [str(busy.run_id)]},
+            )
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        body = {"message": MessageSerializer(message).data, "run": RunSummarySerializer(new_run).data}
+        return Response(body, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         summary="Approve or deny a tool call that waits for approval",

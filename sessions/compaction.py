@@ -5,9 +5,14 @@ conversation. Each compaction stores a ``CompactionSnapshot`` with its summary a
 ``replaces_up_to_position``; the model's context for later runs is the latest snapshot's note,
 then the messages after that position (``session_transcript``). Snapshots of runs whose answers
 left the context (failed, timed out, retried) leave it with them.
+
+Branches (sessions.branches): a context is one path, from the conversation's start to the run's
+message. A summary covers the path up to the message at ``replaces_up_to_position``, so it applies
+to every branch whose path holds that message (they share the summarized prefix) and to no other.
 """
 
 import logging
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from typing import Any
 from uuid import UUID
@@ -37,6 +42,7 @@ from agents.runtime.types import (
 )
 from billing.meter import metered, payer_for_session
 from files.context import with_attachments_resolved
+from sessions.branches import run_context_path, shown_path
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
@@ -58,23 +64,37 @@ def _abandoned_run(run_field: str) -> Q:
     return Q(**{f"{run_field}__status__in": ABANDONED_RUN_STATUSES}) | Q(Exists(retried))
 
 
-def latest_compaction(*, session_id: UUID) -> CompactionSnapshot | None:
-    """The snapshot the session's context starts from, if any."""
+# The (id, position) of each placed message on a branch, from the conversation's start.
+ContextPath = list[tuple[UUID, int]]
+
+
+def latest_compaction(
+    *, session_id: UUID, path_positions: Collection[int] | None = None
+) -> CompactionSnapshot | None:
+    """The snapshot the context starts from, if any: of the branch through ``path_positions``
+    (position 0, before the first message, is on every branch), else of the whole session."""
+    snapshots = CompactionSnapshot.objects.filter(
+        session_id=session_id, replaces_up_to_position__isnull=False
+    )
+    if path_positions is not None:
+        snapshots = snapshots.filter(replaces_up_to_position__in=[0, *path_positions])
     return (
-        CompactionSnapshot.objects.filter(session_id=session_id, replaces_up_to_position__isnull=False)
-        .exclude(_abandoned_run("run"))
-        .order_by("-created_at", "-replaces_up_to_position")
-        .first()
+        snapshots.exclude(_abandoned_run("run")).order_by("-created_at", "-replaces_up_to_position").first()
     )
 
 
-def context_messages(*, session_id: UUID, after_position: int | None) -> QuerySet[Message]:
-    """Stored messages in the model's context after ``after_position``, in transcript order.
+def context_messages(
+    *, session_id: UUID, after_position: int | None, path_ids: Collection[UUID] | None = None
+) -> QuerySet[Message]:
+    """Stored messages in the model's context after ``after_position``, in transcript order:
+    those of ``path_ids`` (a branch) when given.
 
     Queued messages have no position yet. Answers of runs that failed, timed out or were retried
     stay stored but leave the context: they may end mid-turn, and a retry answers afresh.
     """
     messages = Message.objects.filter(session_id=session_id, position__isnull=False)
+    if path_ids is not None:
+        messages = messages.filter(pk__in=list(path_ids))
     if after_position is not None:
         messages = messages.filter(position__gt=after_position)
     # Executor runs keep their own transcripts: only the planner's answer joins the session's.
@@ -88,11 +108,30 @@ def chat_message_for(message: Message) -> ChatMessage:
     )
 
 
+def shown_context_path(session_id: UUID) -> ContextPath:
+    """The placed messages of the branch people see."""
+    session = Session.objects.only("id", "shown_message_id").get(pk=session_id)
+    tree, path = shown_path(session)
+    return [(message_id, position) for message_id in path if (position := tree.nodes[message_id].position)]
+
+
 def session_transcript(*, session_id: UUID) -> list[ChatMessage]:
-    """The model's context: the latest compaction's note, then the messages it did not replace."""
-    snapshot = latest_compaction(session_id=session_id)
+    """The model's context on the branch people see (what a manual compaction summarizes)."""
+    return path_transcript(session_id=session_id, path=shown_context_path(session_id))
+
+
+def run_transcript(run: Run) -> list[ChatMessage]:
+    """The model's context for a run: its branch up to the run's latest message."""
+    return path_transcript(session_id=run.session_id, path=run_context_path(run))
+
+
+def path_transcript(*, session_id: UUID, path: ContextPath) -> list[ChatMessage]:
+    """The model's context on a branch: the latest compaction's note, then the messages it did not replace."""
+    snapshot = latest_compaction(session_id=session_id, path_positions=[position for _id, position in path])
     messages = context_messages(
-        session_id=session_id, after_position=snapshot.replaces_up_to_position if snapshot else None
+        session_id=session_id,
+        after_position=snapshot.replaces_up_to_position if snapshot else None,
+        path_ids=[message_id for message_id, _position in path],
     )
     transcript = [
         chat_message_for(message)
@@ -145,17 +184,19 @@ def compaction_policy_for(run: Run, toolset: RunToolset | None = None) -> Compac
 # --- Snapshots ----------------------------------------------------------------------------------------
 
 
-def _replaced_up_to(*, session: Session, kept_tail: list[ChatMessage]) -> int | None:
-    """The last stored position the summary replaces: the one before the stored kept messages.
+def _replaced_up_to(*, session: Session, kept_tail: list[ChatMessage], path: ContextPath) -> int | None:
+    """The last position on the branch the summary replaces: the one before the stored kept messages.
 
     None when the kept messages do not match the stored ones (the context was not built from the
     store): the snapshot is then kept as a record but does not change later contexts. Stored
     attachments are compared as the context had them: resolved (``files.context``).
     """
     session_id = session.pk
-    snapshot = latest_compaction(session_id=session_id)
+    snapshot = latest_compaction(session_id=session_id, path_positions=[position for _id, position in path])
     stored = context_messages(
-        session_id=session_id, after_position=snapshot.replaces_up_to_position if snapshot else None
+        session_id=session_id,
+        after_position=snapshot.replaces_up_to_position if snapshot else None,
+        path_ids=[message_id for message_id, _position in path],
     ).exclude(role=MessageRole.SYSTEM)
     if not kept_tail:
         last = stored.last()
@@ -165,12 +206,14 @@ def _replaced_up_to(*, session: Session, kept_tail: list[ChatMessage]) -> int | 
     if with_attachments_resolved(as_stored, session_id=session_id) != kept_tail:
         logger.warning("session %s: compacted context does not match the stored messages", session_id)
         return None
-    first_position = newest[0].position
-    return first_position - 1 if first_position is not None else None
+    # The message before the first kept one on this branch (0: before the conversation's start).
+    ids = [message_id for message_id, _position in path]
+    at = ids.index(newest[0].pk)
+    return path[at - 1][1] if at > 0 else 0
 
 
 def compaction_snapshot_create(
-    *, session: Session, run: Run | None, record: CompactionRecord
+    *, session: Session, run: Run | None, record: CompactionRecord, path: ContextPath
 ) -> CompactionSnapshot:
     return CompactionSnapshot.objects.create(
         tenant_id=session.tenant_id,
@@ -179,7 +222,7 @@ def compaction_snapshot_create(
         reason=record.reason,
         summary=record.summary,
         is_fallback=record.is_fallback,
-        replaces_up_to_position=_replaced_up_to(session=session, kept_tail=record.kept_tail),
+        replaces_up_to_position=_replaced_up_to(session=session, kept_tail=record.kept_tail, path=path),
         tokens_before=record.tokens_before,
         tokens_after=record.tokens_after,
         messages_before=record.messages_before,
@@ -293,4 +336,6 @@ class SessionCompactionRecorder:
             Session.objects.select_for_update().filter(pk=self.session.pk).values_list("id").get()
             if (active := _active_run(self.session)) is not None:
                 raise SessionBusy(active)
-            self.snapshot = compaction_snapshot_create(session=self.session, run=None, record=record)
+            self.snapshot = compaction_snapshot_create(
+                session=self.session, run=None, record=record, path=shown_context_path(self.session.pk)
+            )

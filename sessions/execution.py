@@ -27,7 +27,7 @@ from billing.meter import credit_meter_for, payer_for_run
 from billing.pricing import run_price
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate, run_is_waiting_only_on_resolved_requests
-from sessions.compaction import chat_message_for, compaction_policy_for, session_transcript
+from sessions.compaction import chat_message_for, compaction_policy_for, run_transcript
 from sessions.lane import run_claim
 from sessions.models import Message, Run, RunRoute, RunStatus, StopReason
 from sessions.planning.orchestration import run_plan_advance
@@ -262,14 +262,15 @@ def loop_config_for(
 
 
 def transcript_for(run: Run) -> list[ChatMessage]:
-    """The model's context for the run: compacted history, then the newer messages (sessions.compaction).
+    """The model's context for the run: compacted history, then the newer messages of the run's
+    branch (sessions.compaction).
 
     An executor sees only its own step: its prompt and its own turns.
     """
     if run.parent_run_id is not None:
         own = Message.objects.filter(run=run, position__isnull=False).order_by("position")
         return [chat_message_for(message) for message in own.only("role", "content")]
-    return session_transcript(session_id=run.session_id)
+    return run_transcript(run)
 
 
 def _record_loop_result(

@@ -1,24 +1,26 @@
 """A conversation as a file people keep: Markdown to read, JSON to process.
 
-Both hold the conversation as the messages list has it: the people's messages with their
-attachments, and the agent's answers with the passages they cite. Tool calls and results, and
-executors' own turns, stay out; queued messages (not answered yet) too.
+Both hold the conversation as the messages list has it (the branch shown, sessions.branches):
+the people's messages with their attachments, and the agent's answers with the passages they
+cite. Tool calls and results, and executors' own turns, stay out; queued messages (not answered
+yet) too.
 """
 
 import json
 from typing import Any
 
 from files.citations import citations_by_run, cited_in, citing_run_ids
+from sessions.branches import messages_in_order, shown_path
 from sessions.models import MessageRole, Session
-from sessions.selectors import message_list_for_session
 
 SPOKEN_ROLES = (MessageRole.USER, MessageRole.ASSISTANT)
 
 
 def exported_messages(session: Session) -> list[dict[str, Any]]:
+    _tree, path = shown_path(session)
     messages = [
         message
-        for message in message_list_for_session(session=session).select_related("run")
+        for message in messages_in_order(path)
         if message.role in SPOKEN_ROLES and message.position is not None
     ]
     citations = citations_by_run(citing_run_ids(messages))

@@ -7,11 +7,11 @@ django-q2 task is only the nudge that makes a worker look.
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Case, Q, When
+from django.db.models import Case, Q, Subquery, When
 from django.utils import timezone
 
 from sessions.events import emit_event, events_batched
-from sessions.models import Run, RunStatus, Session
+from sessions.models import Message, MessageRole, Run, RunStatus, Session
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition
@@ -96,11 +96,34 @@ def _started_data(run: Run) -> dict[str, object]:
 
 def _place_user_message(run: Run) -> None:
     """A queued message joins the transcript when its run starts, after earlier answers
-    (the claim read the message with its run)."""
+    (the claim read the message with its run), and after the end of the turn it was posted on."""
     message = run.user_message
     if message is not None and message.position is None:
         message.position = next_session_number(session_id=run.session_id, counter="last_message_position")
-        message.save(update_fields=["position"])
+        if message.parent_id is not None:
+            message.parent_id = _end_of_turn(message.parent_id, run=run)
+        message.save(update_fields=["position", "parent"])
+
+
+def _end_of_turn(message_id: UUID, *, run: Run) -> UUID:
+    """The last answer of the turn ``message_id`` belongs to, as it ended (the lane ran it before
+    ``run``): a message posted while that turn was still being answered follows the whole answer.
+
+    For a user message, its answers by runs older than ``run``; for an answer, its run's later ones.
+    """
+    answer_run = Message.objects.filter(pk=message_id).exclude(role=MessageRole.USER).values("run_id")
+    last = (
+        Message.objects.filter(session_id=run.session_id, position__isnull=False)
+        .exclude(role=MessageRole.USER)
+        .filter(
+            Q(run__user_message_id=message_id, run__created_at__lt=run.created_at)
+            | Q(run_id=Subquery(answer_run))
+        )
+        .order_by("-run__created_at", "-position")
+        .values_list("id", flat=True)
+        .first()
+    )
+    return last or message_id
 
 
 def runs_to_dispatch(session_id: UUID) -> tuple[list[UUID], UUID | None]:

@@ -25,6 +25,11 @@ class Session(models.Model):
     # the session row is the lock that keeps event and message numbers gap-free and ordered.
     last_event_seq = models.BigIntegerField(default=0)
     last_message_position = models.BigIntegerField(default=0)
+    # The branch people see (sessions.branches): the path through this message, continued by
+    # its newest replies. None: the newest branch.
+    shown_message = models.ForeignKey(
+        "Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -51,6 +56,11 @@ class Message(models.Model):
     )
     # None while its run waits in the lane; set when the run starts.
     position = models.BigIntegerField(null=True, blank=True)
+    # The message this one follows in the conversation's tree (sessions.branches); None for a
+    # first message. Siblings are branches: regenerated answers, edited messages.
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
+    )
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     # Content blocks as in agents.runtime.types.
     content = models.JSONField(default=list)

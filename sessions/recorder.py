@@ -21,6 +21,7 @@ from billing.pricing import Price, cost_micros
 from core.connections import release_connection
 from core.redaction import redact_tool_arguments
 from files.citations import with_citations
+from sessions.branches import run_context_path
 from sessions.compaction import compaction_snapshot_create
 from sessions.events import emit_event, events_batched
 from sessions.models import Message, MessageRole, Run, Step, StepStatus
@@ -63,6 +64,7 @@ class DjangoRunRecorder:
         # A resumed run (steps stored by an earlier attempt) asks the store about its tool calls.
         self._is_resumed = self._next_step_index > 0
         self._batch_depth = 0
+        self._latest_id: Any = None
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -149,21 +151,39 @@ class DjangoRunRecorder:
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         with self.batch():
-            Message.objects.create(
+            message_id = Message.objects.create(
                 tenant_id=self.run.tenant_id,
                 session_id=self.run.session_id,
+                parent_id=self._latest_message_id(),
                 position=next_session_number(session_id=self.run.session_id, counter="last_message_position"),
                 role=message_role_for(message),
                 content=message.content,
                 run=self.run,
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
-            )
+            ).pk
+            self._latest_id = message_id
+
+    def _latest_message_id(self) -> Any:
+        """The run's newest message, which the next one follows (sessions.branches): its user
+        message at first; a resumed run's from the store."""
+        if self._latest_id is None:
+            self._latest_id = self.run.user_message_id
+            if self._is_resumed:
+                own = Message.objects.filter(run=self.run, position__isnull=False).exclude(
+                    role=MessageRole.USER
+                )
+                self._latest_id = (
+                    own.order_by("-position").values_list("id", flat=True).first() or self._latest_id
+                )
+        return self._latest_id
 
     def record_compaction(self, record: CompactionRecord) -> None:
         """Store the snapshot later runs start their context from (sessions.compaction)."""
         with self.batch():
-            compaction_snapshot_create(session=self.run.session, run=self.run, record=record)
+            compaction_snapshot_create(
+                session=self.run.session, run=self.run, record=record, path=run_context_path(self.run)
+            )
 
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
         if not self._is_resumed:

@@ -9,6 +9,7 @@ from files.artifacts import artifact_data, artifacts_by_message
 from files.citations import citations_for_text, cited_in
 from files.models import FilePurpose
 from files.serializers import ArtifactSerializer
+from sessions.branches import message_branch_info
 from sessions.events import event_envelope
 from sessions.models import (
     Message,
@@ -135,6 +136,20 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         read_only=True,
         help_text="On a run's last assistant message: every file the run's tools made.",
     )
+    parent_id = serializers.UUIDField(
+        read_only=True, allow_null=True, help_text="The message this one follows; null for a first message."
+    )
+    branch_index = serializers.IntegerField(
+        read_only=True, help_text="Its place among its siblings (the branches at its parent), from 1."
+    )
+    branch_count = serializers.IntegerField(
+        read_only=True, help_text="How many siblings it has, itself included."
+    )
+    sibling_ids = serializers.ListField(
+        child=serializers.UUIDField(),
+        read_only=True,
+        help_text="Its siblings' ids, oldest first, itself included.",
+    )
 
     class Meta:
         model = Message
@@ -145,6 +160,10 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "text",
             "citations",
             "artifacts",
+            "parent_id",
+            "branch_index",
+            "branch_count",
+            "sibling_ids",
             "position",
             "is_queued",
             "run",
@@ -165,7 +184,19 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         data = super().to_representation(instance)
         data["citations"] = self._citations(instance)
         data["artifacts"] = self._artifacts(instance)
+        data.update(self._branch(instance))
         return data
+
+    def _branch(self, message: Message) -> dict[str, Any]:
+        """From the context when a page of a branch was read (``branch_infos``), else read for it."""
+        branches = self.context.get("branches", {})
+        info = branches[message.pk] if message.pk in branches else message_branch_info(message)
+        return {
+            "parent_id": str(info.parent_id) if info.parent_id else None,
+            "branch_index": info.branch_index,
+            "branch_count": info.branch_count,
+            "sibling_ids": [str(sibling_id) for sibling_id in info.sibling_ids],
+        }
 
     def _citations(self, message: Message) -> list[dict[str, Any]]:
         if message.role != MessageRole.ASSISTANT or message.run_id is None:
@@ -201,6 +232,19 @@ class MessageCreateSerializer(StrictSerializer):
         choices=["enqueue", "reject", "interrupt"],
         default="enqueue",
         help_text="With a run already active: queue behind it, answer 409, or cancel it and run this one.",
+    )
+    parent_id = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="The message to follow, starting a branch that becomes the one shown (to edit a "
+        "message and send it again, its parent; null: a new first message). Absent: the end of "
+        "the branch shown.",
+    )
+
+
+class BranchShowSerializer(StrictSerializer):
+    message_id = serializers.UUIDField(
+        help_text="A message of the branch to show: the path through it, continued by its newest replies."
     )
 
 

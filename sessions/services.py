@@ -2,6 +2,7 @@
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from sessions.approvals import (
     approval_decide,
     run_is_waiting_only_on_resolved_requests,
 )
+from sessions.branches import SHOWN_BRANCH, RequestedParent, parent_for_post
 from sessions.events import emit_event
 from sessions.models import (
     IdempotencyRecord,
@@ -166,10 +168,13 @@ def session_post_message(
     multitask: MultitaskMode = "enqueue",
     idempotency_key: str | None = None,
     attachments: Sequence[uuid.UUID] = (),
+    parent_id: RequestedParent = SHOWN_BRANCH,
 ) -> tuple[Message, Run]:
     """Store the user's message and a queued run in one transaction; dispatch on commit.
 
     ``attachments``: files uploaded to this session, carried by the message as references.
+    ``parent_id``: the message it follows (None: a new first message), which starts a branch
+    that becomes the one shown; by default it continues the branch shown (sessions.branches).
 
     The run waits in the session's lane behind any active or earlier queued run. A repeat
     with the same ``idempotency_key`` within the window returns the first message and run.
@@ -179,6 +184,7 @@ def session_post_message(
         return repeat
     _validate_message_content(content)
     attached = attachments_for_message(session=session, file_ids=attachments)
+    parent, is_branch_start = parent_for_post(session, requested=parent_id)
     if not session.agent.is_active:
         raise ValidationError({"non_field_errors": ["This session's agent is inactive."]})
     lane = lane_state_for(session.pk)
@@ -192,10 +198,18 @@ def session_post_message(
         content=[{"type": "text", "text": content}, *map(attachment_block, attached)],
         idempotency_key=idempotency_key,
         lane=lane,
+        parent=UserMessageParent(parent_id=parent, is_branch_start=is_branch_start),
     )
     if lane.active_run_id is not None and multitask == "interrupt":
         _interrupt_lane(actor=actor, session=session, new_run=run)
     return message, run
+
+
+@dataclass(frozen=True)
+class UserMessageParent:
+    parent_id: uuid.UUID | None
+    # An edit starts a branch: the session shows it from then on.
+    is_branch_start: bool = False
 
 
 def _store_message_and_run(
@@ -205,12 +219,13 @@ def _store_message_and_run(
     content: list[dict[str, Any]],
     idempotency_key: str | None,
     lane: LaneState,
+    parent: UserMessageParent,
 ) -> tuple[Message, Run]:
     """In one transaction, with the idempotency key's record when there is a key."""
     try:
         with transaction.atomic():
             message, run = _insert_message_and_queue_run(
-                actor=actor, session=session, content=content, lane_is_idle=lane.is_idle
+                actor=actor, session=session, content=content, lane_is_idle=lane.is_idle, parent=parent
             )
             if idempotency_key:
                 IdempotencyRecord.objects.create(
@@ -231,31 +246,39 @@ def _store_message_and_run(
 
 
 def _insert_message_and_queue_run(
-    *, actor: Actor, session: Session, content: list[dict[str, Any]], lane_is_idle: bool
+    *,
+    actor: Actor,
+    session: Session,
+    content: list[dict[str, Any]],
+    lane_is_idle: bool,
+    parent: UserMessageParent,
 ) -> tuple[Message, Run]:
     """The ORM's writes of a post (inside the caller's transaction); the session titled if untitled."""
     # The run's id is known up front, so the message is written once (the foreign keys
     # between the two are checked at commit).
     run_id = uuid.uuid4()
-    message = _new_user_message(session, content, run_id=run_id)
+    message = _new_user_message(session, content, run_id=run_id, parent_id=parent.parent_id)
     message.save(force_insert=True)
     run = _queue_run(
         actor=actor, session=session, user_message=message, run_id=run_id, lane_is_idle=lane_is_idle
     )
+    changes: dict[str, Any] = {"updated_at": timezone.now()}
     if not session.title:
-        Session.objects.filter(pk=session.pk).update(
-            title=_title_from(message.text), updated_at=timezone.now()
-        )
-    else:
-        Session.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+        changes["title"] = _title_from(message.text)
+    if parent.is_branch_start:
+        changes["shown_message_id"] = message.pk
+    Session.objects.filter(pk=session.pk).update(**changes)
     return message, run
 
 
-def _new_user_message(session: Session, content: list[dict[str, Any]], *, run_id: uuid.UUID) -> Message:
+def _new_user_message(
+    session: Session, content: list[dict[str, Any]], *, run_id: uuid.UUID, parent_id: uuid.UUID | None
+) -> Message:
     """Queued: it gets its transcript position when its run starts."""
     return Message(
         tenant_id=session.tenant_id,
         session=session,
+        parent_id=parent_id,
         position=None,
         role=MessageRole.USER,
         content=content,

@@ -6,7 +6,7 @@ from typing import Any
 from django.db.models import Model
 
 from agents.models import Agent, ModelProvider, PlanningMode
-from sessions.models import Run, RunStatus, Session
+from sessions.models import Message, Run, RunStatus, Session
 from tenants.models import Role, Tenant
 from tenants.services import api_key_create, membership_set, user_get_or_create
 
@@ -50,3 +50,14 @@ def make_run(*, agent: Agent, user: Any, status: str = RunStatus.EXECUTING) -> R
 def field_values(instance: Model) -> dict[str, Any]:
     """Every column's value of a model instance, to compare objects loaded two ways."""
     return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def last_placed_message_id(session: Any) -> Any:
+    """The session's newest placed message: one stored by a helper follows it (one branch,
+    as sessions.branches links a run's messages)."""
+    newest = (
+        Message.objects.filter(session=session, position__isnull=False)
+        .exclude(run__parent_run__isnull=False)  # executors' turns are outside the conversation
+        .order_by("-position")
+    )
+    return newest.values_list("id", flat=True).first()

@@ -77,6 +77,11 @@ RULES_OVER_DATA = [
     ("POST", "/api/v1/knowledge-bases/"),
     ("PATCH", "/api/v1/knowledge-bases/{id}/"),
     ("POST", "/api/v1/sessions/{id}/messages/"),
+    # branches: a parent, a leaf or a branch to show must be a message of that conversation; only
+    # an answer of the conversation is regenerated
+    ("GET", "/api/v1/sessions/{id}/messages/"),
+    ("POST", "/api/v1/sessions/{id}/branch/"),
+    ("POST", "/api/v1/runs/{id}/regenerate/"),
 ]
 # Any bytes fit a file field's schema; what they are (empty, too large, not a document Agentry
 # reads) is told from the bytes themselves: 400, 413 or 415.

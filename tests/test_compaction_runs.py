@@ -58,9 +58,12 @@ def seed(session_id: str, exchanges: int) -> list[ChatMessage]:
     session = Session.objects.get(pk=session_id)
     messages = [message for index in range(exchanges) for message in exchange(index)]
     for message in messages:
+        # Each follows the one before, as a run's messages do (sessions.branches).
+        previous = Message.objects.filter(session=session).order_by("-position").values_list("id", flat=True)
         Message.objects.create(
             tenant_id=session.tenant_id,
             session=session,
+            parent_id=previous.first(),
             position=next_session_number(session_id=session.pk, counter="last_message_position"),
             role=message_role_for(message),
             content=message.content,
@@ -517,18 +520,25 @@ def test_the_hand_written_transcript_selects_what_the_orm_selects(cast: Cast) ->
             tenant=cast.tenant_a, session=session, agent=agent, created_by=cast.bob, status=status, **fields
         )
 
+    conversation: list[Message] = []
+
     def say(role: str, text: str, run: Run | None, *, placed: bool = True) -> None:
         position = (
             next_session_number(session_id=session.pk, counter="last_message_position") if placed else None
         )
-        Message.objects.create(
+        is_executors = run is not None and run.parent_run_id is not None
+        message = Message.objects.create(
             tenant=cast.tenant_a,
             session=session,
+            # One branch: each conversation message follows the one before (sessions.branches).
+            parent=conversation[-1] if conversation and not is_executors else None,
             role=role,
             run=run,
             position=position,
             content=[{"type": "text", "text": text}],
         )
+        if placed and not is_executors:
+            conversation.append(message)
 
     def snapshot(summary: str, up_to: int | None, by: Run | None) -> None:
         CompactionSnapshot.objects.create(

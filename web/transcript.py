@@ -17,6 +17,7 @@ from agents.models import Agent
 from agents.selectors import agent_list_for_actor
 from files.artifacts import artifacts_by_run
 from files.citations import citations_by_run, cited_in, citing_run_ids
+from sessions.branches import BranchInfo, ConversationTree, messages_in_order, shown_path
 from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval, UserQuestion
 from sessions.selectors import (
     SESSION_QUERY_MAX_LENGTH,
@@ -30,6 +31,7 @@ from sessions.serializers import SessionLaneMixin
 from sessions.state import TERMINAL_RUN_STATUSES
 from tenants.actors import Actor
 from tenants.models import Role
+from web.chat_branches import attach_branches, off_branch_runs, pending_answer_branch, runs_on_path
 from web.chat_files import ArtifactCard, Attachment, artifact_card, message_attachments
 
 RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
@@ -92,6 +94,19 @@ class Turn:
     citations: list[dict[str, Any]] = field(default_factory=list)
     # The files the run's tools made.
     artifacts: list[ArtifactCard] = field(default_factory=list)
+    # Its place among its siblings (web.chat_branches): regenerated answers, edited messages.
+    branch: BranchInfo | None = None
+    # An answer still in the lane, rendered empty for the page's script to fill (a regenerate).
+    is_live: bool = False
+
+    @property
+    def attachment_ids(self) -> str:
+        """The files the message carries, for an edit to send them again."""
+        if self.message is None:
+            return ""
+        return ",".join(
+            str(block["file_id"]) for block in self.message.content if block.get("type") == "attachment"
+        )
 
     @property
     def attachments(self) -> list[Attachment]:
@@ -117,6 +132,8 @@ class ChatTranscript:
     after_seq: int
     # Finished runs with events after ``after_seq``: the page already shows them.
     settled_run_ids: list[str]
+    # Lane runs answering on another branch than the one shown (web.chat_branches).
+    off_branch_run_ids: list[str]
     status: str
     can_post: bool
 
@@ -302,8 +319,11 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
             run__in=[*settled.values(), *settled_children]
         ).select_related("decided_by")
     }
-    messages = list(message_list_for_session(session=session))
-    turns = build_turns(messages, settled, approvals)
+    tree, path = shown_path(session)
+    messages = messages_in_order(path)
+    on_path = runs_on_path(tree, path, settled.values())
+    turns = build_turns(messages, {pk: run for pk, run in settled.items() if pk in on_path}, approvals)
+    attach_branches(turns, tree, messages)
     attach_children(turns, settled_children, approvals)
     attach_citations(turns, messages)
     attach_questions(turns, list(settled.values()))
@@ -312,15 +332,40 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     for turn in turns:
         if turn.role == "user" and turn.message is not None and turn.message.run_id in lane_by_id:
             turn.run = lane_by_id[turn.message.run_id]
+    off_branch = off_branch_runs(tree, path, lane)
+    _add_pending_answers(turns, tree, [run for run in lane if run not in off_branch])
     session.lane_runs = lane  # type: ignore[attr-defined]
     return ChatTranscript(
         turns=turns,
         lane_runs=lane,
         after_seq=max(after_seq, 0),
         settled_run_ids=sorted({str(run_id) for run_id in replayed_settled}),
+        off_branch_run_ids=[str(run.pk) for run in off_branch],
         status=SessionLaneMixin().get_status(session),
         can_post=actor.can(Role.MEMBER) and (session.created_by_id == actor.user_id or actor.can(Role.ADMIN)),
     )
+
+
+def _add_pending_answers(turns: list[Turn], tree: ConversationTree, lane: list[Run]) -> None:
+    """A regenerated answer still in the lane gets its turn now, with its place among the earlier
+    answers, right after its message (the script fills it as the run's events arrive)."""
+    for run in lane:
+        at = next(
+            (
+                i
+                for i, turn in enumerate(turns)
+                if turn.role == "user" and turn.message_id == str(run.user_message_id)
+            ),
+            None,
+        )
+        if at is None or run.user_message_id is None:
+            continue
+        branch = pending_answer_branch(tree, run.user_message_id, run)
+        if branch is not None:
+            turns.insert(
+                at + 1,
+                Turn(role="assistant", message_id=turns[at].message_id, run=run, branch=branch, is_live=True),
+            )
 
 
 SIDEBAR_SESSIONS = 50

@@ -276,11 +276,11 @@
     keepPinned(function () { agentry.renderMarkdownInto(part, source); });
   }
 
-  /* A finished answer's row of actions (Copy; room for more) shows once it has text to act on. */
+  /* A finished answer's Copy shows once it has text to copy. */
   function showMessageActions(run) {
     if (run.parentId || run.status !== "completed" || !run.turn) return;
-    const actions = run.turn.querySelector(":scope > [data-parts] > .message-actions");
-    if (actions && run.turn.querySelector(":scope > [data-parts] > .part-text")) actions.hidden = false;
+    const copy = run.turn.querySelector(":scope > [data-parts] > .message-actions [data-copy-message]");
+    if (copy && run.turn.querySelector(":scope > [data-parts] > .part-text")) copy.hidden = false;
   }
 
   /* --- Tool cards ------------------------------------------------------------------------------ */
@@ -497,6 +497,7 @@
     }
     fillFooter(run, data || {});
     showMessageActions(run);
+    offerRegenerate(run);
     refreshSessionList();
   }
 
@@ -633,6 +634,7 @@
     const runId = envelope.run_id;
     if (!runId || state.settled.has(runId)) return;
     const run = runRecord(runId);
+    if (isOffBranch(run, envelope)) return;
     if (TERMINAL[envelope.type]) {
       finishRun(run, TERMINAL[envelope.type], envelope.data || {});
     } else if (HANDLERS[envelope.type]) {
@@ -1438,6 +1440,103 @@
   transcript.addEventListener("click", function (event) {
     const chip = event.target.closest("[data-citation]");
     if (chip) openCitation(chip);
+  });
+
+  /* --- Branches: regenerate an answer, edit a message and send it again, ‹ n/m › ------------------ */
+  /* Each action changes the branch the session shows (server side), so the page reloads to show it;
+     a new run then streams in from the lane like any other. */
+  function postJson(path, body) {
+    return fetch(path, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      body: JSON.stringify(body || {}),
+    }).then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (payload) {
+        if (!response.ok) throw new Error(branchErrorText(payload, response.status));
+        return payload;
+      });
+    });
+  }
+
+  function branchErrorText(payload, status) {
+    const error = payload && payload.error;
+    if (!error) return "Something went wrong (" + status + ").";
+    const details = [];
+    Object.keys(error.fields || {}).forEach(function (name) { details.push.apply(details, [].concat(error.fields[name])); });
+    return details.length && details.join(" ") !== error.message ? error.message + " " + details.join(" ") : error.message;
+  }
+
+  function branchAction(button, path, body) {
+    button.disabled = true;
+    return postJson(path, body)
+      .then(function () { window.location.reload(); })
+      .catch(function (error) { button.disabled = false; toast(error.message, "error"); });
+  }
+
+  /* A run answering on another branch: its status counts in the lane, its answer is not shown here. */
+  function isOffBranch(run, envelope) {
+    if ((config.offBranchRunIds || []).indexOf(run.id) < 0) return false;
+    if (TERMINAL[envelope.type]) run.status = TERMINAL[envelope.type];
+    else if (envelope.type === "run.started") run.status = "running";
+    renderStatus();
+    return true;
+  }
+
+  /* A top-level answer that ended can be answered again. */
+  function offerRegenerate(run) {
+    const button = run.turn && !run.parentId ? run.turn.querySelector(":scope > [data-parts] > .message-actions [data-regenerate]") : null;
+    if (!button) return;
+    button.setAttribute("data-regenerate", run.id);
+    button.hidden = false;
+  }
+
+  function openEditor(turn) {
+    if (turn.querySelector("[data-message-editor]")) return;
+    const bubble = turn.querySelector(".bubble");
+    const editor = clone("tpl-message-editor");
+    const field = slot(editor, "text");
+    field.value = bubble.textContent;
+    bubble.hidden = true;
+    bubble.after(editor);
+    turn.classList.add("is-editing");
+    field.focus();
+    field.setSelectionRange(field.value.length, field.value.length);
+    function close() {
+      editor.remove();
+      bubble.hidden = false;
+      turn.classList.remove("is-editing");
+      const edit = turn.querySelector("[data-edit]");
+      if (edit) edit.focus();
+    }
+    editor.querySelector("[data-edit-cancel]").addEventListener("click", close);
+    field.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") { event.preventDefault(); close(); }
+      else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); editor.requestSubmit(); }
+    });
+    editor.addEventListener("submit", function (event) {
+      event.preventDefault();
+      if (!field.value.trim()) { toast("Message cannot be empty.", "error"); return; }
+      const attachments = (turn.getAttribute("data-attachment-ids") || "").split(",").filter(Boolean);
+      branchAction(editor.querySelector('[type="submit"]'), "/api/v1/sessions/" + config.sessionId + "/messages/", {
+        content: field.value,
+        parent_id: turn.getAttribute("data-parent-id") || null,
+        attachments: attachments,
+      });
+    });
+  }
+
+  transcript.addEventListener("click", function (event) {
+    const regenerate = event.target.closest("[data-regenerate]");
+    const target = event.target.closest("[data-branch-target]");
+    const edit = event.target.closest("[data-edit]");
+    if (regenerate && regenerate.getAttribute("data-regenerate")) {
+      branchAction(regenerate, "/api/v1/runs/" + regenerate.getAttribute("data-regenerate") + "/regenerate/");
+    } else if (target) {
+      branchAction(target, "/api/v1/sessions/" + config.sessionId + "/branch/", { message_id: target.getAttribute("data-branch-target") });
+    } else if (edit) {
+      openEditor(edit.closest(".turn-user"));
+    }
   });
 
   /* --- Start -------------------------------------------------------------------------------------------- */

@@ -14,7 +14,7 @@ from sessions.services import session_create
 from tenants.actors import Actor
 from tenants.models import Membership, Role
 from tests.conftest import Cast
-from tests.factories import make_agent
+from tests.factories import last_placed_message_id, make_agent
 from tools.builtins.base import ToolContext, ToolError
 from tools.builtins.session_tools import run_session_history, run_session_send, run_sessions_list
 
@@ -59,7 +59,12 @@ def context_in(session: Session, user: Any, role: str) -> ToolContext:
 
 def add_message(session: Session, position: int | None, role: str, content: list[dict[str, Any]]) -> Message:
     return Message.objects.create(
-        tenant=session.tenant, session=session, position=position, role=role, content=content
+        tenant=session.tenant,
+        session=session,
+        parent_id=last_placed_message_id(session),
+        position=position,
+        role=role,
+        content=content,
     )
 
 

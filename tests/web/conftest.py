@@ -11,7 +11,7 @@ from agents.models import Agent
 from sessions.models import Message, MessageRole, Run, RunStatus, Session
 from tenants.models import Role
 from tests.conftest import Cast
-from tests.factories import make_agent, make_user
+from tests.factories import last_placed_message_id, make_agent, make_user
 
 
 @dataclass
@@ -32,6 +32,7 @@ def finished_conversation(session: Session, *, question: str, answer: str) -> Ru
     message = Message.objects.create(
         tenant=session.tenant,
         session=session,
+        parent_id=last_placed_message_id(session),
         position=position + 1,
         role=MessageRole.USER,
         content=[{"type": "text", "text": question}],
@@ -52,6 +53,7 @@ def finished_conversation(session: Session, *, question: str, answer: str) -> Ru
     Message.objects.create(
         tenant=session.tenant,
         session=session,
+        parent=message,
         position=position + 2,
         role=MessageRole.ASSISTANT,
         content=[{"type": "text", "text": answer}],

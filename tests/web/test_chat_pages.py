@@ -10,6 +10,7 @@ from django.test import Client
 
 from sessions.events import emit_event
 from sessions.models import Message, MessageRole, Run, RunStatus, Session, ToolApproval
+from tests.factories import last_placed_message_id
 from tests.web.conftest import World
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,13 @@ def add_message(
     session: Session, role: str, content: list[dict[str, Any]], run: Run | None, position: int | None
 ) -> Message:
     return Message.objects.create(
-        tenant=session.tenant, session=session, role=role, content=content, run=run, position=position
+        tenant=session.tenant,
+        session=session,
+        parent_id=last_placed_message_id(session),
+        role=role,
+        content=content,
+        run=run,
+        position=position,
     )
 
 

@@ -12,8 +12,9 @@ from uuid import UUID
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
+from sessions.branches import messages_in_order, shown_path
 from sessions.models import Message, Session
-from sessions.selectors import message_list_for_session, session_get_for_actor, session_list_for_actor
+from sessions.selectors import session_get_for_actor, session_list_for_actor
 from sessions.services import MAX_MESSAGE_CHARACTERS, session_post_message
 from tenants.actors import Actor
 from tenants.models import Membership, role_at_least
@@ -125,14 +126,15 @@ def run_session_history(arguments: dict[str, Any], context: ToolContext) -> str:
     actor = actor_for_context(context)
     session = _session(actor, arguments["session_id"])
     limit = int(arguments.get("limit", DEFAULT_HISTORY_LIMIT))
-    # Only messages already in the transcript: queued ones get their position when their run starts.
-    latest = (
-        message_list_for_session(session=session).filter(position__isnull=False).order_by("-position")[:limit]
-    )
+    # The branch people see (sessions.branches), and only messages already in the transcript:
+    # queued ones get their position when their run starts.
+    tree, path = shown_path(session)
+    placed = [message_id for message_id in path if not tree.nodes[message_id].is_queued]
+    latest = messages_in_order(placed[-limit:] if limit > 0 else [])
     return _as_json(
         {
             "session": {"id": str(session.pk), "title": session.title, "agent": session.agent.name},
-            "messages": [_message_view(message) for message in reversed(list(latest))],
+            "messages": [_message_view(message) for message in latest],
         }
     )
 

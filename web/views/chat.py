@@ -31,6 +31,7 @@ def chat_config(chat: ChatPage, actor: Actor) -> dict[str, Any] | None:
         "sessionId": str(session.pk),
         "afterSeq": transcript.after_seq,
         "settledRunIds": transcript.settled_run_ids,
+        "offBranchRunIds": transcript.off_branch_run_ids,
         "laneRuns": [
             {"id": str(run.pk), "status": run.status, "messageId": str(run.user_message_id or "")}
             for run in transcript.lane_runs
