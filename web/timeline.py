@@ -72,6 +72,8 @@ EVENT_LABELS = {
     "tool.result": "Tool result",
     "approval.required": "Approval required",
     "approval.resolved": "Approval decided",
+    "input.required": "Question to the user",
+    "input.resolved": "Question answered",
     "plan.created": "Plan created",
     "plan.updated": "Plan updated",
     "compaction": "Context compacted",
@@ -143,7 +145,7 @@ def _describe(event: RunEvent) -> tuple[str, str, str]:
     if kind == "input.required":
         choices = data.get("choices") or []
         return (
-            "Question to the user",
+            event_label(kind),
             data.get("question", "") + (f" ({' / '.join(choices)})" if choices else ""),
             "approval",
         )

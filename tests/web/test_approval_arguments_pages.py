@@ -9,6 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from sessions.models import Message, MessageRole, Run, RunStatus, ToolApproval
+from tests.factories import last_placed_message_id
 from tests.web.conftest import World
 from tools.models import ToolPolicy
 
@@ -30,6 +31,7 @@ def waiting_approval(world: World, *, is_editable: bool) -> Run:
     Message.objects.create(
         tenant=run.tenant,
         session=run.session,
+        parent_id=last_placed_message_id(run.session),
         role=MessageRole.ASSISTANT,
         content=[call],
         run=run,

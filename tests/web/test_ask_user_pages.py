@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from sessions.events import emit_event
 from sessions.models import Message, MessageRole, Run, RunStatus, UserQuestion
+from tests.factories import last_placed_message_id
 from tests.web.conftest import World
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,13 @@ CALL = {"type": "tool_call", "id": "call_ask", "name": "ask_user", "arguments": 
 def add_message(world: World, role: str, content: list[dict[str, Any]], run: Run, position: int) -> Message:
     session = world.session_a
     return Message.objects.create(
-        tenant=session.tenant, session=session, role=role, content=content, run=run, position=position
+        tenant=session.tenant,
+        session=session,
+        parent_id=last_placed_message_id(session),
+        role=role,
+        content=content,
+        run=run,
+        position=position,
     )
 
 

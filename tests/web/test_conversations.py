@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from sessions.models import Message, MessageRole, Session
 from tests.conftest import api_client_for
-from tests.factories import field_values, make_agent
+from tests.factories import field_values, last_placed_message_id, make_agent
 from tests.web.conftest import World, finished_conversation
 
 pytestmark = pytest.mark.django_db
@@ -240,6 +240,7 @@ def test_message_text_search_ignores_tool_results(world: World) -> None:
     Message.objects.create(
         tenant=world.cast.tenant_a,
         session=world.session_a,
+        parent_id=last_placed_message_id(world.session_a),
         position=9,
         role=MessageRole.TOOL,
         content=[{"type": "text", "text": "secret-tool-output"}],
