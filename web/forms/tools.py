@@ -52,7 +52,12 @@ class HttpToolForm(forms.Form):
     clear_secret_headers = forms.BooleanField(label="Remove the stored secret headers", required=False)
     timeout_seconds = forms.FloatField(label="Timeout (seconds)", initial=30.0)
     is_read_only = forms.BooleanField(label="Read-only (changes nothing)", required=False)
-    requires_approval = forms.BooleanField(label="Calls need a person's approval", required=False)
+    requires_approval = forms.BooleanField(
+        label="Calls need a person's approval",
+        required=False,
+        help_text="For every agent. To ask for one agent only, list the tool on that agent's "
+        "tool policy page.",
+    )
     owner_only = forms.BooleanField(label="Only in runs started by an owner", required=False)
     is_enabled = forms.BooleanField(label="Enabled", required=False, initial=True)
 
@@ -108,7 +113,8 @@ class AgentPolicyForm(forms.Form):
         label="Need approval",
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
-        help_text="Calls of matching tools wait for a person's decision.",
+        help_text="Calls of matching tools wait for a person's decision. This list is the one place "
+        "to choose them for this agent; a tool marked on its own page needs approval for every agent.",
     )
     max_calls_per_turn = forms.IntegerField(label="Max tool calls per model turn")
     max_calls_per_run = forms.IntegerField(label="Max tool calls per run")
@@ -126,12 +132,12 @@ class AgentPolicyForm(forms.Form):
         field.queryset = assignable_tools
 
     @classmethod
-    def initial_for(cls, policy: ToolPolicy, assigned: list[Any]) -> dict[str, Any]:
+    def initial_for(cls, policy: ToolPolicy, assigned: list[Any], *, approvals: list[str]) -> dict[str, Any]:
         return {
             "profile": policy.profile,
             "allow": join_names(policy.allow),
             "deny": join_names(policy.deny),
-            "require_approval": join_names(policy.require_approval),
+            "require_approval": join_names(approvals),
             "max_calls_per_turn": policy.max_calls_per_turn,
             "max_calls_per_run": policy.max_calls_per_run,
             "assigned_tools": assigned,
