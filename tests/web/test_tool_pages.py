@@ -316,7 +316,9 @@ def test_an_active_runs_timeline_refreshes_itself(world: World, client_for: Clie
     assert fragment.strip().startswith('<div id="run-timeline"')
 
 
-def test_the_policy_page_is_the_one_place_for_an_agents_approvals(world: World, client_for: ClientFor) -> None:
+def test_the_policy_page_is_the_one_place_for_an_agents_approvals(
+    world: World, client_for: ClientFor
+) -> None:
     ToolPolicy.objects.create(agent=world.agent_a, require_approval=["web_fetch"])
     Agent.objects.filter(pk=world.agent_a.pk).update(approval_required_tools=["calculator", "web_fetch"])
     client = client_for(world.dave)
