@@ -58,6 +58,8 @@ NAMES_FIT = """
 
 
 def layout_problems(page: Page) -> list[str]:
+    # Measured once the stylesheet is in: a layout read before it lands sees unstyled text.
+    page.wait_for_load_state("load")
     names = [AGENT_NAME, TOOL_NAME, KNOWLEDGE_NAME, QUESTION]
     return [*page.evaluate(OVERFLOW), *page.evaluate(NAMES_FIT, names)]
 
@@ -82,7 +84,7 @@ def test_long_names_wrap_or_truncate_with_a_title_on_every_page(page: Page, cast
     page.get_by_role("button", name="Create agent").click()
     toast = page.locator(".toast")
     expect(toast).to_have_text(f"Agent “{AGENT_NAME}” created.")
-    created_toast = page.evaluate(NAMES_FIT, [AGENT_NAME])
+    created_toast = layout_problems(page)
     agent = Agent.objects.get(tenant=cast.tenant_a, name=AGENT_NAME)
 
     page.goto("/tools/new/")
