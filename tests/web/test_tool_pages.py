@@ -324,6 +324,7 @@ def test_the_policy_page_is_the_one_place_for_an_agents_approvals(
     client = client_for(world.dave)
 
     shown = client.get(f"/agents/{world.agent_a.pk}/tools/").content.decode()
+    read_only = client_for(world.cast.victor).get(f"/agents/{world.agent_a.pk}/tools/").content.decode()
     saved = client.post(
         f"/agents/{world.agent_a.pk}/tools/",
         {
@@ -338,6 +339,8 @@ def test_the_policy_page_is_the_one_place_for_an_agents_approvals(
 
     assert '<textarea name="require_approval" cols="40" rows="2" class="mono"' in shown
     assert ">\nweb_fetch\ncalculator</textarea>" in shown
+    assert "<dt>Need approval</dt><dd>web_fetch</dd>" in read_only
+    assert "Also need approval (set on the agent through the API): calculator, web_fetch.</p>" in read_only
     assert saved.status_code == 302
     assert ToolPolicy.objects.get(agent=world.agent_a).require_approval == [
         "web_fetch",

@@ -113,8 +113,7 @@ class AgentPolicyForm(forms.Form):
         label="Need approval",
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
-        help_text="Calls of matching tools wait for a person's decision. This list is the one place "
-        "to choose them for this agent; a tool marked on its own page needs approval for every agent.",
+        help_text="Calls of matching tools wait for a person's decision.",
     )
     max_calls_per_turn = forms.IntegerField(label="Max tool calls per model turn")
     max_calls_per_run = forms.IntegerField(label="Max tool calls per run")
@@ -132,12 +131,12 @@ class AgentPolicyForm(forms.Form):
         field.queryset = assignable_tools
 
     @classmethod
-    def initial_for(cls, policy: ToolPolicy, assigned: list[Any], *, approvals: list[str]) -> dict[str, Any]:
+    def initial_for(cls, policy: ToolPolicy, assigned: list[Any]) -> dict[str, Any]:
         return {
             "profile": policy.profile,
             "allow": join_names(policy.allow),
             "deny": join_names(policy.deny),
-            "require_approval": join_names(approvals),
+            "require_approval": join_names(policy.require_approval),
             "max_calls_per_turn": policy.max_calls_per_turn,
             "max_calls_per_run": policy.max_calls_per_run,
             "assigned_tools": assigned,

@@ -12,7 +12,7 @@ from tools.models import Tool, ToolKind
 from tools.selectors import tool_get_for_actor
 from tools.services import http_tool_create, tool_delete, tool_update
 from web.access import page, render_page, require_role
-from web.forms.common import apply_service_errors
+from web.forms.common import apply_service_errors, join_names
 from web.forms.tools import AgentPolicyForm, HttpToolForm
 from web.responses import error_text
 from web.selectors import agent_tool_settings, tool_catalog_for_actor
@@ -99,16 +99,9 @@ def agent_tools(request: HttpRequest, actor: Actor, agent_id: str) -> HttpRespon
                 return redirect("web:agent-tools", agent_id=agent.pk)
         status = 400
     else:
-        form = AgentPolicyForm(
-            initial=AgentPolicyForm.initial_for(
-                settings.policy, settings.assigned, approvals=settings.approvals
-            ),
-            assignable_tools=settings.assignable,
-        )
-    context = {
-        "agent": agent,
-        "form": form,
-        "overview": agent_tools_overview(agent=agent, actor=actor),
-        "approvals": settings.approvals,
-    }
+        initial = AgentPolicyForm.initial_for(settings.policy, settings.assigned)
+        # The agent's own approval names show (and are saved) with the policy's: one list to edit.
+        initial["require_approval"] = join_names(settings.approvals)
+        form = AgentPolicyForm(initial=initial, assignable_tools=settings.assignable)
+    context = {"agent": agent, "form": form, "overview": agent_tools_overview(agent=agent, actor=actor)}
     return render_page(request, actor, "web/tools/agent_policy.html", context, status=status)
