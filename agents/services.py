@@ -1,6 +1,7 @@
 """Writes to agents. Validation of business rules lives here, with field-level errors."""
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -32,35 +33,59 @@ EDITABLE_FIELDS = (
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 RUN_TIMEOUT_RANGE = (1, 24 * 3600)
 TOOL_NAMES_MESSAGE = "Must be a list of tool names (letters, digits, _ and -)."
+NAME_TAKEN = "An agent with this name already exists in this tenant."
+# The numeric model settings agent_setting_errors checks against their ranges.
+AGENT_SETTING_FIELDS = ("temperature", "max_steps", "max_tokens", "run_timeout_seconds")
+
+
+def agent_setting_errors(settings: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Range errors for the model settings in ``settings`` (absent ones are skipped).
+
+    The service checks a whole agent with it; the web form checks what parsed, so every
+    field's error shows at once.
+    """
+    errors: dict[str, list[str]] = {}
+    provider = settings.get("model_provider")
+    if "model_provider" in settings and provider not in ModelProvider.values:
+        errors["model_provider"] = [f"Unknown provider; choose one of {', '.join(ModelProvider.values)}."]
+    elif provider is not None and settings.get("temperature") is not None:
+        low, high = TEMPERATURE_RANGES[ModelProvider(provider)]
+        if not low <= settings["temperature"] <= high:
+            errors["temperature"] = [f"Must be between {low} and {high} for {provider}."]
+    ranges = {
+        "max_steps": MAX_STEPS_RANGE,
+        "max_tokens": MAX_TOKENS_RANGE,
+        "run_timeout_seconds": RUN_TIMEOUT_RANGE,
+    }
+    for field, (low, high) in ranges.items():
+        value = settings.get(field)
+        if value is not None and not low <= value <= high:
+            errors[field] = [f"Must be between {low} and {high}."]
+    return errors
+
+
+def agent_name_errors(*, tenant_id: Any, name: str, agent_id: Any = None) -> dict[str, list[str]]:
+    """The name's error if another agent of the tenant has it (``agent_id``: the one being edited)."""
+    taken = Agent.objects.filter(tenant_id=tenant_id, name=name.strip()).exclude(pk=agent_id)
+    return {"name": [NAME_TAKEN]} if taken.exists() else {}
 
 
 def _validate_agent(*, agent: Agent) -> None:
     errors: dict[str, list[str]] = {}
     if not agent.name.strip():
         errors["name"] = ["Name cannot be empty."]
-    if agent.model_provider not in ModelProvider.values:
-        errors["model_provider"] = [f"Unknown provider; choose one of {', '.join(ModelProvider.values)}."]
-    else:
-        low, high = TEMPERATURE_RANGES[ModelProvider(agent.model_provider)]
-        if not low <= agent.temperature <= high:
-            errors["temperature"] = [f"Must be between {low} and {high} for {agent.model_provider}."]
-    if not MAX_STEPS_RANGE[0] <= agent.max_steps <= MAX_STEPS_RANGE[1]:
-        errors["max_steps"] = [f"Must be between {MAX_STEPS_RANGE[0]} and {MAX_STEPS_RANGE[1]}."]
-    if not MAX_TOKENS_RANGE[0] <= agent.max_tokens <= MAX_TOKENS_RANGE[1]:
-        errors["max_tokens"] = [f"Must be between {MAX_TOKENS_RANGE[0]} and {MAX_TOKENS_RANGE[1]}."]
+    errors.update(
+        agent_setting_errors(
+            {field: getattr(agent, field) for field in (*AGENT_SETTING_FIELDS, "model_provider")}
+        )
+    )
     names = agent.approval_required_tools
     if not isinstance(names, list) or not all(
         isinstance(n, str) and TOOL_NAME_PATTERN.match(n) for n in names
     ):
         errors["approval_required_tools"] = [TOOL_NAMES_MESSAGE]
-    timeout = agent.run_timeout_seconds
-    if timeout is not None and not RUN_TIMEOUT_RANGE[0] <= timeout <= RUN_TIMEOUT_RANGE[1]:
-        errors["run_timeout_seconds"] = [
-            f"Must be between {RUN_TIMEOUT_RANGE[0]} and {RUN_TIMEOUT_RANGE[1]}."
-        ]
-    name_taken = Agent.objects.filter(tenant_id=agent.tenant_id, name=agent.name.strip()).exclude(pk=agent.pk)
-    if "name" not in errors and name_taken.exists():
-        errors["name"] = ["An agent with this name already exists in this tenant."]
+    if "name" not in errors:
+        errors.update(agent_name_errors(tenant_id=agent.tenant_id, name=agent.name, agent_id=agent.pk))
     if errors:
         raise ValidationError(errors)
 
@@ -74,7 +99,7 @@ def _save(agent: Agent, *, before: dict[str, Any] | None) -> Agent:
             agent.save()
             _record(agent, AuditAction.CREATE if before is None else AuditAction.UPDATE, before=before)
     except IntegrityError as error:  # a concurrent create took the name between check and insert
-        raise ValidationError({"name": ["An agent with this name already exists in this tenant."]}) from error
+        raise ValidationError({"name": [NAME_TAKEN]}) from error
     return agent
 
 

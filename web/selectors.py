@@ -269,16 +269,20 @@ class AgentToolSettings:
     policy: ToolPolicy
     assigned: list[Tool]
     assignable: QuerySet[Tool]
+    # Tool names whose calls wait for a person: the policy's list and any the agent itself holds
+    # (the API's ``approval_required_tools``), as the tool policy page edits them together.
+    approvals: list[str]
 
 
 def agent_tool_settings(*, actor: Actor, agent: Agent | None) -> AgentToolSettings:
     """The agent's tool policy and assignments, as its forms start from (defaults for a new agent)."""
     assignable = assignable_tools_for_actor(actor=actor)
     if agent is None:
-        return AgentToolSettings(policy=ToolPolicy(), assigned=[], assignable=assignable)
+        return AgentToolSettings(policy=ToolPolicy(), assigned=[], assignable=assignable, approvals=[])
     policy = ToolPolicy.objects.filter(agent=agent).first() or ToolPolicy(agent=agent)
     assigned = list(assignable.filter(assignments__agent=agent))
-    return AgentToolSettings(policy=policy, assigned=assigned, assignable=assignable)
+    approvals = list(dict.fromkeys([*policy.require_approval, *agent.approval_required_tools]))
+    return AgentToolSettings(policy=policy, assigned=assigned, assignable=assignable, approvals=approvals)
 
 
 MEMORY_PAGE_SIZE = 200

@@ -56,6 +56,20 @@ def agent_save_with_tools(
     return saved
 
 
+@transaction.atomic
+def agent_tool_policy_save(
+    *, actor: Actor, agent: Agent, policy_fields: dict[str, Any], assigned_tools: list[Tool]
+) -> None:
+    """Save the tool policy page: the policy, the assignments, and the agent's one approval list.
+
+    The page shows the names the agent itself holds (the API's ``approval_required_tools``) in
+    the policy's list, so saving moves them there; runs apply both lists together either way.
+    """
+    agent_tools_update(actor=actor, agent=agent, policy_fields=policy_fields, assigned_tools=assigned_tools)
+    if agent.approval_required_tools:
+        agent_update(agent=agent, approval_required_tools=[])
+
+
 def _require_member_manager(actor: Actor, *, touches_owner: bool) -> None:
     if not actor.can(Role.ADMIN):
         raise PermissionDenied("Only admins and owners manage members.")

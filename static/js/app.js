@@ -379,6 +379,12 @@
     agentry.toast("Could not reach the server. Check your connection.", "error");
   });
 
+  /* --- Form error summary: focused on arrival so its list of problems is read out first ------------ */
+  function focusErrorSummary() {
+    const summary = document.querySelector("[data-error-summary]");
+    if (summary) summary.focus();
+  }
+
   /* --- Start ------------------------------------------------------------------------------------ */
   function start() {
     document.querySelectorAll("[data-toast]").forEach(dismissLater);
@@ -386,6 +392,7 @@
     document.querySelectorAll("[data-markdown]:not(.is-streaming)").forEach(agentry.renderMarkdown);
     document.querySelectorAll("form[data-agent-form]").forEach(setUpAgentForm);
     document.querySelectorAll("form[data-mcp-form]").forEach(setUpMcpForm);
+    focusErrorSummary();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

@@ -883,7 +883,7 @@
       document.title = heading.textContent + " · Agentry";
       // The conversation list names it the same way (the server titles it from this message).
       const listed = document.querySelector('[data-session-id="' + config.sessionId + '"] .session-title');
-      if (listed) listed.textContent = heading.textContent;
+      if (listed) listed.textContent = listed.parentElement.title = heading.textContent;
     }
   }
 

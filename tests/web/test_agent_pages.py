@@ -27,7 +27,6 @@ def agent_fields(**overrides: Any) -> dict[str, Any]:
         "max_steps": "12",
         "max_tokens": "2048",
         "tool_profile": "coding",
-        "approval_required_tools": "web_fetch, calculator",
         "run_timeout_seconds": "",
         "context_compaction_enabled": "on",
         "planning_mode": "plan",
@@ -55,7 +54,7 @@ def test_creating_an_agent_saves_its_model_profile_and_tools(world: World, clien
         12,
         2048,
     )
-    assert agent.approval_required_tools == ["web_fetch", "calculator"]
+    assert agent.approval_required_tools == []
     assert (agent.created_by, agent.run_timeout_seconds, agent.is_active) == (world.dave, None, True)
     assert agent.planning_mode == "plan"
     assert ToolPolicy.objects.get(agent=agent).profile == "coding"
@@ -64,8 +63,7 @@ def test_creating_an_agent_saves_its_model_profile_and_tools(world: World, clien
 
 def test_the_form_shows_each_services_error_next_to_its_field(world: World, client_for: ClientFor) -> None:
     response = client_for(world.cast.alice).post(
-        "/agents/new/",
-        agent_fields(name="Helper", temperature="1.5", max_steps="0", approval_required_tools="bad name!"),
+        "/agents/new/", agent_fields(name="Helper", temperature="1.5", max_steps="0")
     )
     body = response.content.decode()
 
@@ -73,9 +71,8 @@ def test_the_form_shows_each_services_error_next_to_its_field(world: World, clie
     assert "An agent with this name already exists in this tenant." in body
     assert "Must be between 0.0 and 1.0 for anthropic." in body
     assert "Must be between 1 and 100." in body
-    assert "Must be a list of tool names (letters, digits, _ and -)." in body
-    assert body.index("An agent with this name already exists") > body.index('id="field-name"')
-    assert body.index("Must be between 0.0 and 1.0") > body.index('id="field-temperature"')
+    assert body.rindex("An agent with this name already exists") > body.index('id="field-name"')
+    assert body.rindex("Must be between 0.0 and 1.0") > body.index('id="field-temperature"')
     assert 'aria-invalid="true"' in body
     assert list(Agent.objects.filter(tenant=world.cast.tenant_a).values_list("name", flat=True)) == ["Helper"]
 
@@ -156,3 +153,84 @@ def test_a_new_agent_classifies_messages_unless_its_planning_is_changed(
 
     assert '<option value="auto" selected>Auto</option>' in body
     assert '<option value="direct">Direct</option>' in body
+
+
+def field_block(body: str, name: str) -> str:
+    """The markup of one field's ``<div class="field">``, up to the next field."""
+    start = body.index(f'id="field-{name}"')
+    following = body.find('id="field-', start + 1)
+    return body[start : following if following != -1 else len(body)]
+
+
+def test_every_field_error_shows_at_once_with_a_summary_linking_to_each(
+    world: World, client_for: ClientFor
+) -> None:
+    response = client_for(world.cast.alice).post(
+        "/agents/new/",
+        agent_fields(
+            name="   ",
+            temperature="1.5",
+            max_steps="0",
+            max_tokens="many",
+            run_timeout_seconds="0",
+            planning_mode="sometimes",
+        ),
+    )
+    body = response.content.decode()
+
+    expected = {
+        "name": "This field is required.",
+        "temperature": "Must be between 0.0 and 1.0 for anthropic.",
+        "max_steps": "Must be between 1 and 100.",
+        "max_tokens": "Enter a whole number.",
+        "run_timeout_seconds": "Must be between 1 and 86400.",
+        "planning_mode": "Select a valid choice. sometimes is not one of the available choices.",
+    }
+    assert response.status_code == 400
+    summary = body[body.index("data-error-summary") : body.index("</div>", body.index("data-error-summary"))]
+    assert "Please fix these 6 problems:" in summary
+    labels = {
+        "name": "Name",
+        "temperature": "Temperature",
+        "max_steps": "Max steps",
+        "max_tokens": "Max output tokens",
+        "run_timeout_seconds": "Run timeout (seconds)",
+        "planning_mode": "Planning",
+    }
+    for name, message in expected.items():
+        assert f'<a href="#id_{name}">{labels[name]}: {message}</a>' in summary
+        block = field_block(body, name)
+        assert f'<ul class="errors" id="id_{name}_error"><li>{message}</li></ul>' in block
+        assert 'aria-invalid="true"' in block
+        assert f"id_{name}_error" in block[block.index("aria-describedby") :]
+    assert 'aria-invalid="true"' not in field_block(body, "description")
+    assert list(Agent.objects.filter(tenant=world.cast.tenant_a).values_list("name", flat=True)) == ["Helper"]
+
+
+def test_the_agent_form_shows_approvals_read_only_and_links_to_the_tool_policy(
+    world: World, client_for: ClientFor
+) -> None:
+    ToolPolicy.objects.create(agent=world.agent_a, require_approval=["web_fetch"])
+    Agent.objects.filter(pk=world.agent_a.pk).update(approval_required_tools=["calculator"])
+
+    body = client_for(world.cast.alice).get(f"/agents/{world.agent_a.pk}/edit/").content.decode()
+
+    assert 'name="approval_required_tools"' not in body
+    assert (
+        "Calls that need a person's approval: <strong>web_fetch, calculator</strong>. Choose them, "
+        "with allow and deny lists and call caps, on the "
+        f'<a href="/agents/{world.agent_a.pk}/tools/">tool policy page</a>.'
+    ) in body
+
+
+def test_saving_the_agent_form_keeps_the_approvals_set_on_the_policy_page(
+    world: World, client_for: ClientFor
+) -> None:
+    Agent.objects.filter(pk=world.agent_a.pk).update(approval_required_tools=["calculator"])
+
+    response = client_for(world.cast.alice).post(
+        f"/agents/{world.agent_a.pk}/edit/", agent_fields(name="Helper", model_provider="offline")
+    )
+
+    assert response.status_code == 302
+    assert Agent.objects.get(pk=world.agent_a.pk).approval_required_tools == ["calculator"]

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from agents.models import Agent
 from mcp_servers.models import McpServer
 from sessions.events import emit_event
 from sessions.models import Step, ToolApproval
@@ -313,3 +314,52 @@ def test_an_active_runs_timeline_refreshes_itself(world: World, client_for: Clie
 
     assert f'hx-get="/runs/{world.run_a.pk}/" hx-trigger="every 2s' in page
     assert fragment.strip().startswith('<div id="run-timeline"')
+
+
+def test_the_policy_page_is_the_one_place_for_an_agents_approvals(
+    world: World, client_for: ClientFor
+) -> None:
+    ToolPolicy.objects.create(agent=world.agent_a, require_approval=["web_fetch"])
+    Agent.objects.filter(pk=world.agent_a.pk).update(approval_required_tools=["calculator", "web_fetch"])
+    client = client_for(world.dave)
+
+    shown = client.get(f"/agents/{world.agent_a.pk}/tools/").content.decode()
+    read_only = client_for(world.cast.victor).get(f"/agents/{world.agent_a.pk}/tools/").content.decode()
+    saved = client.post(
+        f"/agents/{world.agent_a.pk}/tools/",
+        {
+            "profile": "minimal",
+            "allow": "",
+            "deny": "",
+            "require_approval": "web_fetch\ncalculator\ncurrent_time",
+            "max_calls_per_turn": "4",
+            "max_calls_per_run": "20",
+        },
+    )
+
+    assert '<textarea name="require_approval" cols="40" rows="2" class="mono"' in shown
+    assert ">\nweb_fetch\ncalculator</textarea>" in shown
+    assert "<dt>Need approval</dt><dd>web_fetch</dd>" in read_only
+    assert "Also need approval (set on the agent through the API): calculator, web_fetch.</p>" in read_only
+    assert saved.status_code == 302
+    assert ToolPolicy.objects.get(agent=world.agent_a).require_approval == [
+        "web_fetch",
+        "calculator",
+        "current_time",
+    ]
+    assert Agent.objects.get(pk=world.agent_a.pk).approval_required_tools == []
+
+
+def test_another_tenants_policy_page_is_404_and_changes_nothing(world: World, client_for: ClientFor) -> None:
+    Agent.objects.filter(pk=world.agent_a.pk).update(approval_required_tools=["calculator"])
+    carol = client_for(world.cast.carol)
+
+    page = carol.get(f"/agents/{world.agent_a.pk}/tools/")
+    posted = carol.post(
+        f"/agents/{world.agent_a.pk}/tools/",
+        {"profile": "full", "require_approval": "", "max_calls_per_turn": "4", "max_calls_per_run": "20"},
+    )
+
+    assert (page.status_code, posted.status_code) == (404, 404)
+    assert not ToolPolicy.objects.filter(agent=world.agent_a).exists()
+    assert Agent.objects.get(pk=world.agent_a.pk).approval_required_tools == ["calculator"]

@@ -11,8 +11,9 @@ from agents.models import (
     ModelProvider,
     PlanningMode,
 )
+from agents.services import AGENT_SETTING_FIELDS, agent_name_errors, agent_setting_errors
 from tools.models import Tool, ToolPolicy, ToolProfile
-from web.forms.common import RangeInput, join_names, split_names
+from web.forms.common import RangeInput
 
 WIDEST_TEMPERATURE = max(high for _, high in TEMPERATURE_RANGES.values())
 
@@ -59,12 +60,6 @@ class AgentForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="HTTP and MCP tools this agent may use (built-ins come with the profile).",
     )
-    approval_required_tools = forms.CharField(
-        label="Tools that need approval",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "calculator"}),
-        help_text="Tool names, one per line or separated by commas. Their calls wait for a person.",
-    )
     run_timeout_seconds = forms.IntegerField(
         label="Run timeout (seconds)", required=False, help_text="Empty: the tenant's default."
     )
@@ -80,8 +75,12 @@ class AgentForm(forms.Form):
     )
     is_active = forms.BooleanField(label="Active (can start new sessions)", required=False)
 
-    def __init__(self, *args: Any, assignable_tools: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, assignable_tools: Any, tenant_id: Any, agent_id: Any = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.tenant_id = tenant_id
+        self.agent_id = agent_id
         tools_field = self.fields["tools"]
         assert isinstance(tools_field, forms.ModelMultipleChoiceField)
         tools_field.queryset = assignable_tools
@@ -89,6 +88,24 @@ class AgentForm(forms.Form):
             str(provider): list(bounds) for provider, bounds in TEMPERATURE_RANGES.items()
         }
         self.default_model_names = {str(provider): name for provider, name in DEFAULT_MODEL_NAMES.items()}
+
+    def clean(self) -> dict[str, Any]:
+        """The service's checks on what parsed, so their errors show beside the others at once."""
+        cleaned = super().clean() or {}
+        parsed = {
+            field: cleaned[field]
+            for field in (*AGENT_SETTING_FIELDS, "model_provider")
+            if cleaned.get(field) is not None
+        }
+        errors = agent_setting_errors(parsed)
+        if cleaned.get("name"):
+            errors |= agent_name_errors(
+                tenant_id=self.tenant_id, name=cleaned["name"], agent_id=self.agent_id
+            )
+        for field, messages in errors.items():
+            if field not in self.errors:
+                self.add_error(field, messages)
+        return cleaned
 
     @classmethod
     def initial_for(
@@ -117,7 +134,6 @@ class AgentForm(forms.Form):
             "max_tokens": agent.max_tokens,
             "tool_profile": policy.profile if policy else ToolProfile.MINIMAL,
             "tools": assigned,
-            "approval_required_tools": join_names(agent.approval_required_tools),
             "run_timeout_seconds": agent.run_timeout_seconds,
             "context_compaction_enabled": agent.context_compaction_enabled,
             "planning_mode": agent.planning_mode,
@@ -136,7 +152,6 @@ class AgentForm(forms.Form):
             "temperature": data["temperature"],
             "max_steps": data["max_steps"],
             "max_tokens": data["max_tokens"],
-            "approval_required_tools": split_names(data["approval_required_tools"]),
             "run_timeout_seconds": data["run_timeout_seconds"],
             "context_compaction_enabled": data["context_compaction_enabled"],
             "planning_mode": data["planning_mode"],

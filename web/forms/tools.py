@@ -52,7 +52,12 @@ class HttpToolForm(forms.Form):
     clear_secret_headers = forms.BooleanField(label="Remove the stored secret headers", required=False)
     timeout_seconds = forms.FloatField(label="Timeout (seconds)", initial=30.0)
     is_read_only = forms.BooleanField(label="Read-only (changes nothing)", required=False)
-    requires_approval = forms.BooleanField(label="Calls need a person's approval", required=False)
+    requires_approval = forms.BooleanField(
+        label="Calls need a person's approval",
+        required=False,
+        help_text="For every agent. To ask for one agent only, list the tool on that agent's "
+        "tool policy page.",
+    )
     owner_only = forms.BooleanField(label="Only in runs started by an owner", required=False)
     is_enabled = forms.BooleanField(label="Enabled", required=False, initial=True)
 

@@ -46,8 +46,13 @@ def agent_detail(request: HttpRequest, actor: Actor, agent_id: str) -> HttpRespo
 
 def _agent_form_page(request: HttpRequest, actor: Actor, agent: Agent | None) -> HttpResponse:
     settings = agent_tool_settings(actor=actor, agent=agent)
+    form_scope = {
+        "assignable_tools": settings.assignable,
+        "tenant_id": actor.tenant.pk,
+        "agent_id": agent.pk if agent else None,
+    }
     if request.method == "POST":
-        form = AgentForm(request.POST, assignable_tools=settings.assignable)
+        form = AgentForm(request.POST, **form_scope)
         if form.is_valid():
             try:
                 saved = agent_save_with_tools(
@@ -66,9 +71,10 @@ def _agent_form_page(request: HttpRequest, actor: Actor, agent: Agent | None) ->
         status = 400
     else:
         initial = AgentForm.initial_for(agent, policy=settings.policy, assigned=settings.assigned)
-        form = AgentForm(initial=initial, assignable_tools=settings.assignable)
+        form = AgentForm(initial=initial, **form_scope)
         status = 200
-    return render_page(request, actor, "web/agents/form.html", {"form": form, "agent": agent}, status=status)
+    context = {"form": form, "agent": agent, "approvals": settings.approvals}
+    return render_page(request, actor, "web/agents/form.html", context, status=status)
 
 
 @page(role=Role.ADMIN)

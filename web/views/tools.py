@@ -10,12 +10,13 @@ from tenants.models import Role
 from tools.agent_tools import agent_tools_overview
 from tools.models import Tool, ToolKind
 from tools.selectors import tool_get_for_actor
-from tools.services import agent_tools_update, http_tool_create, tool_delete, tool_update
+from tools.services import http_tool_create, tool_delete, tool_update
 from web.access import page, render_page, require_role
-from web.forms.common import apply_service_errors
+from web.forms.common import apply_service_errors, join_names
 from web.forms.tools import AgentPolicyForm, HttpToolForm
 from web.responses import error_text
 from web.selectors import agent_tool_settings, tool_catalog_for_actor
+from web.services import agent_tool_policy_save
 
 
 @page()
@@ -85,7 +86,7 @@ def agent_tools(request: HttpRequest, actor: Actor, agent_id: str) -> HttpRespon
         form = AgentPolicyForm(request.POST, assignable_tools=settings.assignable)
         if form.is_valid():
             try:
-                agent_tools_update(
+                agent_tool_policy_save(
                     actor=actor,
                     agent=agent,
                     policy_fields=form.policy_fields(),
@@ -98,9 +99,9 @@ def agent_tools(request: HttpRequest, actor: Actor, agent_id: str) -> HttpRespon
                 return redirect("web:agent-tools", agent_id=agent.pk)
         status = 400
     else:
-        form = AgentPolicyForm(
-            initial=AgentPolicyForm.initial_for(settings.policy, settings.assigned),
-            assignable_tools=settings.assignable,
-        )
+        initial = AgentPolicyForm.initial_for(settings.policy, settings.assigned)
+        # The agent's own approval names show (and are saved) with the policy's: one list to edit.
+        initial["require_approval"] = join_names(settings.approvals)
+        form = AgentPolicyForm(initial=initial, assignable_tools=settings.assignable)
     context = {"agent": agent, "form": form, "overview": agent_tools_overview(agent=agent, actor=actor)}
     return render_page(request, actor, "web/tools/agent_policy.html", context, status=status)
