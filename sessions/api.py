@@ -27,6 +27,8 @@ from files.citations import citations_by_run, citing_run_ids
 from files.models import FilePurpose, StoredFile
 from sessions.branches import SHOWN_BRANCH, branch_infos, messages_in_order, shown_path
 from sessions.branching import AnswerInProgress, message_regenerate, session_show_branch
+from sessions.cancel import run_cancel
+from sessions.decisions import run_answer, run_approve
 from sessions.export import export_file_name, session_as_json, session_as_markdown
 from sessions.models import Run, RunEvent, Session
 from sessions.selectors import (
@@ -58,9 +60,6 @@ from sessions.serializers import (
 )
 from sessions.services import (
     LaneBusy,
-    run_answer,
-    run_approve,
-    run_cancel,
     run_retry,
     session_create,
     session_delete,

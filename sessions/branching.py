@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from sessions.branches import conversation_tree
 from sessions.models import Message, MessageRole, Run, Session
+from sessions.permissions import require_session_owner_or_admin
 from sessions.selectors import LANE_STATUSES, lane_state_for
-from sessions.services import _queue_run, _require_session_owner_or_admin
+from sessions.services import queue_run
 from sessions.tasks import require_run_queue
 from tenants.actors import Actor
 from tenants.quotas import check_post_message_quotas
@@ -41,7 +42,7 @@ def message_regenerate(*, actor: Actor, message: Message) -> tuple[Message, Run]
     and the session shows it. Refused (``AnswerInProgress``) while a run of that message is in the lane.
     """
     session = message.session
-    _require_session_owner_or_admin(actor, session)
+    require_session_owner_or_admin(actor, session)
     user_message = _answered_message(message)
     in_lane = Run.objects.filter(user_message=user_message, status__in=LANE_STATUSES).values_list(
         "id", flat=True
@@ -54,14 +55,14 @@ def message_regenerate(*, actor: Actor, message: Message) -> tuple[Message, Run]
     require_run_queue()
     lane = lane_state_for(session.pk)
     with transaction.atomic():
-        run = _queue_run(actor=actor, session=session, user_message=user_message, lane_is_idle=lane.is_idle)
+        run = queue_run(actor=actor, session=session, user_message=user_message, lane_is_idle=lane.is_idle)
         Session.objects.filter(pk=session.pk).update(shown_message=user_message, updated_at=timezone.now())
     return user_message, run
 
 
 def session_show_branch(*, actor: Actor, session: Session, message_id: UUID) -> Session:
     """Show the branch through ``message_id`` (continued by its newest replies) from now on."""
-    _require_session_owner_or_admin(actor, session)
+    require_session_owner_or_admin(actor, session)
     if message_id not in conversation_tree(session.pk).nodes:
         raise ValidationError({"message_id": ["No such message in this conversation."]})
     Session.objects.filter(pk=session.pk).update(shown_message_id=message_id)

@@ -21,7 +21,7 @@ from django.http import Http404
 from rest_framework.serializers import Serializer
 
 from core.middleware import REDIS_UNAVAILABLE_ERRORS
-from sessions import services
+from sessions import cancel, decisions, services
 from sessions.api import IDEMPOTENCY_KEY_MAX_LENGTH
 from sessions.models import Run, Session
 from sessions.selectors import run_get_for_actor, session_get_for_actor
@@ -279,7 +279,7 @@ def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dic
 
 def cancel_run(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:
     """``{"type": "cancel", "run_id"}``."""
-    run = services.run_cancel(actor=actor, run=_run_of_session(actor, session, command))
+    run = cancel.run_cancel(actor=actor, run=_run_of_session(actor, session, command))
     return {"type": "ack", "command": "cancel", "run_id": str(run.pk), "status": run.status}
 
 
@@ -287,7 +287,7 @@ def approve_tool_call(actor: Actor, session: Session, command: dict[str, Any]) -
     """``{"type": "approve", "run_id", "tool_call_id", "decision": "approve"|"deny", "reason"?}``."""
     run = _run_of_session(actor, session, command)
     fields = _validated(ApproveSerializer, command, extra=("run_id",))
-    approval = services.run_approve(actor=actor, run=run, **fields)
+    approval = decisions.run_approve(actor=actor, run=run, **fields)
     return {
         "type": "ack",
         "command": "approve",
@@ -301,7 +301,7 @@ def answer_question(actor: Actor, session: Session, command: dict[str, Any]) -> 
     """``{"type": "answer", "run_id", "tool_call_id", "answer"}``: an ask_user question's answer."""
     run = _run_of_session(actor, session, command)
     fields = _validated(AnswerSerializer, command, extra=("run_id",))
-    question = services.run_answer(actor=actor, run=run, **fields)
+    question = decisions.run_answer(actor=actor, run=run, **fields)
     return {
         "type": "ack",
         "command": "answer",

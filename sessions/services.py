@@ -4,48 +4,23 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from typing import Any, Literal
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
 from files.selectors import session_has_searchable_files
 from files.services import attachment_block, attachments_for_message
-from sessions.approvals import (
-    approval_argument_errors,
-    approval_decide,
-    run_is_waiting_only_on_resolved_requests,
-)
 from sessions.branches import SHOWN_BRANCH, RequestedParent, parent_for_post
+from sessions.cancel import run_cancel
 from sessions.events import emit_event
-from sessions.models import (
-    IdempotencyRecord,
-    Message,
-    MessageRole,
-    Run,
-    RunStatus,
-    Session,
-    StopReason,
-    ToolApproval,
-    UserQuestion,
-)
-from sessions.planning.delivery import run_is_waiting_on_children
-from sessions.questions import question_resolve
-from sessions.run_end import run_finish
-from sessions.run_host import run_stop_notify
+from sessions.models import IdempotencyRecord, Message, MessageRole, Run, RunStatus, Session
+from sessions.permissions import require_role, require_session_owner_or_admin
 from sessions.selectors import LaneState, lane_state_for
-from sessions.state import (
-    ACTIVE_RUN_STATUSES,
-    TERMINAL_RUN_STATUSES,
-    WAITING_FOR_PEOPLE_STATUSES,
-    StaleTransition,
-    run_transition,
-)
-from sessions.sweeper import run_resume
+from sessions.state import ACTIVE_RUN_STATUSES
 from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit, require_run_queue
 from tenants.actors import Actor
 from tenants.models import Role
@@ -55,20 +30,8 @@ from tools.registry import policy_snapshot
 MAX_MESSAGE_CHARACTERS = 100_000
 
 
-def _require_role(actor: Actor, role: str) -> None:
-    if not actor.can(role):
-        raise PermissionDenied("Your role does not allow this action.")
-
-
-def _require_session_owner_or_admin(actor: Actor, session: Session) -> None:
-    """Members manage their own sessions; admins and owners manage every session."""
-    _require_role(actor, Role.MEMBER)
-    if session.created_by_id != actor.user_id and not actor.can(Role.ADMIN):
-        raise PermissionDenied("Only the session's creator or an admin may do this.")
-
-
 def session_create(*, actor: Actor, agent: Agent, title: str = "") -> Session:
-    _require_role(actor, Role.MEMBER)
+    require_role(actor, Role.MEMBER)
     if not agent.is_active:
         raise ValidationError({"agent": ["This agent is inactive."]})
     return Session.objects.create(
@@ -77,7 +40,7 @@ def session_create(*, actor: Actor, agent: Agent, title: str = "") -> Session:
 
 
 def session_delete(*, actor: Actor, session: Session) -> None:
-    _require_session_owner_or_admin(actor, session)
+    require_session_owner_or_admin(actor, session)
     if session.runs.filter(status__in=ACTIVE_RUN_STATUSES).exists():
         raise ValidationError({"non_field_errors": ["Cancel the session's active run before deleting it."]})
     session.delete()
@@ -85,7 +48,7 @@ def session_delete(*, actor: Actor, session: Session) -> None:
 
 def session_rename(*, actor: Actor, session: Session, title: str) -> Session:
     """Renames the session; its place in the recent list stays (updated_at is for activity)."""
-    _require_session_owner_or_admin(actor, session)
+    require_session_owner_or_admin(actor, session)
     title = title.strip()
     if not title:
         raise ValidationError({"title": ["Give the conversation a title."]})
@@ -179,7 +142,7 @@ def session_post_message(
     The run waits in the session's lane behind any active or earlier queued run. A repeat
     with the same ``idempotency_key`` within the window returns the first message and run.
     """
-    _require_session_owner_or_admin(actor, session)
+    require_session_owner_or_admin(actor, session)
     if idempotency_key and (repeat := _idempotent_repeat(actor=actor, session=session, key=idempotency_key)):
         return repeat
     _validate_message_content(content)
@@ -224,7 +187,7 @@ def _store_message_and_run(
     """In one transaction, with the idempotency key's record when there is a key."""
     try:
         with transaction.atomic():
-            message, run = _insert_message_and_queue_run(
+            message, run = _insert_message_andqueue_run(
                 actor=actor, session=session, content=content, lane_is_idle=lane.is_idle, parent=parent
             )
             if idempotency_key:
@@ -245,7 +208,7 @@ def _store_message_and_run(
     return message, run
 
 
-def _insert_message_and_queue_run(
+def _insert_message_andqueue_run(
     *,
     actor: Actor,
     session: Session,
@@ -259,7 +222,7 @@ def _insert_message_and_queue_run(
     run_id = uuid.uuid4()
     message = _new_user_message(session, content, run_id=run_id, parent_id=parent.parent_id)
     message.save(force_insert=True)
-    run = _queue_run(
+    run = queue_run(
         actor=actor, session=session, user_message=message, run_id=run_id, lane_is_idle=lane_is_idle
     )
     changes: dict[str, Any] = {"updated_at": timezone.now()}
@@ -291,7 +254,7 @@ def _title_from(content: str) -> str:
     return content.strip()[:80]
 
 
-def _queue_run(
+def queue_run(
     *,
     actor: Actor,
     session: Session,
@@ -358,7 +321,7 @@ def _interrupt_lane(*, actor: Actor, session: Session, new_run: Run) -> None:
 
 def run_retry(*, actor: Actor, run: Run) -> Run:
     """A new run for the same user message, linked to the original, queued in the lane."""
-    _require_session_owner_or_admin(actor, run.session)
+    require_session_owner_or_admin(actor, run.session)
     if run.status not in (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMEOUT):
         raise ValidationError(
             {"non_field_errors": ["Only failed, cancelled or timed-out runs can be retried."]}
@@ -370,103 +333,4 @@ def run_retry(*, actor: Actor, run: Run) -> Run:
     check_post_message_quotas(actor=actor)
     require_run_queue()
     with transaction.atomic():
-        return _queue_run(actor=actor, session=run.session, user_message=run.user_message, retry_of=run)
-
-
-def run_approve(
-    *,
-    actor: Actor,
-    run: Run,
-    tool_call_id: str,
-    decision: str,
-    reason: str = "",
-    arguments: dict[str, Any] | None = None,
-) -> ToolApproval:
-    """Decide a pending tool call; once nothing is pending the run continues.
-
-    ``arguments`` replace the call's when the tool policy lets the approver edit them.
-    """
-    _require_session_owner_or_admin(actor, run.session)
-    approval = ToolApproval.objects.filter(run=run, tool_call_id=tool_call_id).select_related("run").first()
-    if approval is None:
-        raise ValidationError({"tool_call_id": ["No approval is pending for this tool call."]})
-    if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
-        raise ValidationError(
-            {"tool_call_id": [f"This run is {run.status}: it no longer waits for a decision."]}
-        )
-    if arguments is not None:
-        _require_editable_arguments(approval, decision, arguments)
-    if not approval_decide(
-        approval=approval, decision=decision, reason=reason, decided_by=actor.user, edited_arguments=arguments
-    ):
-        raise ValidationError({"tool_call_id": [f"This tool call was already {approval.status}."]})
-    run.refresh_from_db()
-    if run_is_waiting_only_on_resolved_requests(run):
-        run_resume(run=run)
-    approval.refresh_from_db()
-    return approval
-
-
-def _require_editable_arguments(approval: ToolApproval, decision: str, arguments: dict[str, Any]) -> None:
-    if decision != "approve":
-        raise ValidationError({"arguments": ["Only an approval can change the arguments."]})
-    if errors := approval_argument_errors(approval, arguments):
-        raise ValidationError({"arguments": errors})
-
-
-def run_answer(*, actor: Actor, run: Run, tool_call_id: str, answer: str) -> UserQuestion:
-    """Answer the run's pending ask_user question; once nothing is pending the run continues."""
-    _require_session_owner_or_admin(actor, run.session)
-    question = UserQuestion.objects.filter(run=run, tool_call_id=tool_call_id).select_related("run").first()
-    if question is None:
-        raise ValidationError({"tool_call_id": ["No question was asked with this tool call."]})
-    if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
-        raise ValidationError(
-            {"tool_call_id": [f"This run is {run.status}: it no longer waits for an answer."]}
-        )
-    if not answer.strip():
-        raise ValidationError({"answer": ["The answer is empty."]})
-    if question.choices and answer not in question.choices:
-        raise ValidationError({"answer": ["Pick one of the choices: " + ", ".join(question.choices) + "."]})
-    if not question_resolve(question=question, answer=answer, answered_by=actor.user):
-        question.refresh_from_db()
-        raise ValidationError({"tool_call_id": [f"This question was already {question.status}."]})
-    run.refresh_from_db()
-    if run_is_waiting_only_on_resolved_requests(run):
-        run_resume(run=run)
-    question.refresh_from_db()
-    return question
-
-
-def run_cancel(*, actor: Actor, run: Run) -> Run:
-    """Cancel a queued run at once; ask an active one to stop (its loop notices within a second)."""
-    _require_session_owner_or_admin(actor, run.session)
-    actor_label = f"user:{actor.user_id}"
-    run = _run_cancel_one(run, actor_label=actor_label)
-    for child in Run.objects.filter(parent_run=run).exclude(status__in=TERMINAL_RUN_STATUSES):
-        _run_cancel_one(child, actor_label=actor_label)
-    return run
-
-
-def _run_cancel_one(run: Run, *, actor_label: str) -> Run:
-    """One run of a cancel; a parent waiting on executors (no worker holds it) ends at once."""
-    for _ in range(5):
-        if run.status == RunStatus.EXECUTING and run_is_waiting_on_children(run):
-            return run_finish(
-                run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label
-            )
-        if run.status in TERMINAL_RUN_STATUSES or run.status == RunStatus.CANCELLING:
-            return run
-        # No worker holds a run that is queued or waits for people: the cancel ends it here.
-        if run.status in (RunStatus.QUEUED, RunStatus.CREATED, *WAITING_FOR_PEOPLE_STATUSES):
-            return run_finish(
-                run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, actor=actor_label
-            )
-        try:
-            run_transition(run, RunStatus.CANCELLING, actor=actor_label)
-        except StaleTransition:
-            run.refresh_from_db()  # the worker moved it meanwhile; decide again from its new state
-            continue
-        transaction.on_commit(partial(run_stop_notify, run.pk))
-        return run
-    raise StaleTransition(f"run {run.pk} kept changing while cancelling")
+        return queue_run(actor=actor, session=run.session, user_message=run.user_message, retry_of=run)

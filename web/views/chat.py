@@ -14,9 +14,10 @@ from tenants.actors import Actor
 from tenants.models import Role
 from tenants.quotas import QuotaExceeded
 from web.access import page, render_page
+from web.chat_page import ChatPage, chat_page_for_actor, chat_sidebar
 from web.responses import error_text
 from web.services import session_start
-from web.transcript import ChatPage, chat_page_for_actor, chat_sidebar, user_turn_for_actor
+from web.transcript import user_turn_for_actor
 
 RUN_PLACEHOLDER = "RUN_ID"
 MESSAGE_PLACEHOLDER = "MESSAGE_ID"

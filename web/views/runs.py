@@ -7,9 +7,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from sessions.cancel import run_cancel
+from sessions.decisions import run_answer, run_approve
 from sessions.models import Run
 from sessions.selectors import run_get_for_actor
-from sessions.services import run_answer, run_approve, run_cancel, run_retry
+from sessions.services import run_retry
 from sessions.state import InvalidTransition, StaleTransition
 from tenants.actors import Actor
 from tenants.models import Role
