@@ -175,9 +175,13 @@ def test_the_dashboard_charts_runs_errors_and_tokens_and_folds_executors(
             output_tokens=0,
             finished_at=now,
         )
+        Run.objects.filter(pk=run.pk).update(
+            input_tokens=tokens
+        )  # a run's totals, as its model calls add them
     sign_in(page, "alice@a.test", "alice-password")
 
     expect(page.locator(".stat-note").first).to_have_text("3 completed · 1 failed")
+    expect(page.locator(".stat-value[title='1200 tokens']")).to_be_visible()
     runs_chart = page.get_by_role("img", name="Runs per day")
     expect(runs_chart).to_have_accessible_description(re.compile(r": 4 in all\.$"))
     runs_bars = page.locator('[data-chart="runs-per-day"] rect.chart-bar')

@@ -63,6 +63,26 @@ OVERFLOW = """
 }
 """
 
+# A short word broken across lines ("Age / nt") reads as two words; visually hidden text does not count.
+BROKEN_WORDS = """
+() => {
+  const broken = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.textContent.trim();
+    const parent = node.parentElement;
+    // Hyphens and slashes are fair places to break ("2026-11-" / "27"); letters and digits are not.
+    if (!/^[\\w.]{1,24}$/.test(text) || !parent) continue;
+    if (!parent.checkVisibility({visibilityProperty: true}) || getComputedStyle(parent).clip !== "auto") continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const rects = [...range.getClientRects()].filter((rect) => rect.width > 1);
+    if (new Set(rects.map((rect) => Math.round(rect.top))).size > 1) broken.push(text);
+  }
+  return broken.slice(0, 8);
+}
+"""
+
 RUN_AXE = """
 async () => {
   const results = await axe.run(document, {resultTypes: ["violations"]});
@@ -87,7 +107,7 @@ def page_problems(page: Page, path: str) -> dict[str, list[str]]:
 
 def current_problems(page: Page) -> dict[str, list[str]]:
     page.emulate_media(color_scheme="light")
-    problems = {"overflow": page.evaluate(OVERFLOW)}
+    problems = {"overflow": page.evaluate(OVERFLOW), "broken words": page.evaluate(BROKEN_WORDS)}
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
     for scheme in ("light", "dark"):
