@@ -2,13 +2,13 @@
 and objects are represented without a copy."""
 
 import uuid
-from functools import partial
 from typing import Any
 from unittest import mock
 
 from django.utils import timezone
 from rest_framework import serializers
 
+from sessions.branches import BranchInfo
 from sessions.models import Message, Run, Step
 from sessions.serializers import MessageSerializer, RunSerializer, RunSummarySerializer, StepSerializer
 
@@ -108,8 +108,13 @@ def _step() -> Step:
     )
 
 
-# As the messages list serializes them: the page's citations and artifacts read beforehand (here none).
-listed_message_serializer = partial(MessageSerializer, context={"citations": {}, "artifacts": {}})
+def listed_message_serializer(message: Message) -> MessageSerializer:
+    """As the messages list serializes them: the page's citations, artifacts and branches read
+    beforehand (here none, and a message alone on its branch)."""
+    alone = BranchInfo(parent_id=None, branch_index=1, branch_count=1, sibling_ids=[message.pk])
+    return MessageSerializer(
+        message, context={"citations": {}, "artifacts": {}, "branches": {message.pk: alone}}
+    )
 
 
 def test_the_representation_is_drfs_own_without_copying_fields_per_instance() -> None:
@@ -129,7 +134,9 @@ def test_the_representation_is_drfs_own_without_copying_fields_per_instance() ->
         own_fields = serializer_class(instance)
         expected = serializers.Serializer.to_representation(own_fields, instance)
         if isinstance(own_fields, MessageSerializer):
-            expected.update(citations=[], artifacts=[])  # added from the context, after the fields
+            # Added from the context, after the fields.
+            expected.update(citations=[], artifacts=[], parent_id=None, branch_index=1, branch_count=1)
+            expected["sibling_ids"] = [str(instance.pk)]
         assert data == expected
     assert listed_message_serializer(_message(position=None)).data["is_queued"] is True
     assert listed_message_serializer(_message(position=4)).data["is_queued"] is False

@@ -4,6 +4,7 @@ One seeded tenant, one live stack; each page is loaded once at 390 by 844 px and
 horizontal overflow, then axe-core (default rules) runs in the light and the dark scheme.
 """
 
+from datetime import date
 from pathlib import Path
 from pprint import pformat
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from playwright.sync_api import Browser, Page, expect
 
 from agents.models import Agent
+from billing.models import ModelPrice
 from billing.services import budget_create, credits_grant_by_actor
 from mcp_servers.models import McpServer
 from memory.models import Memory, MemoryStatus
@@ -73,7 +75,8 @@ BROKEN_WORDS = """
     const parent = node.parentElement;
     // Hyphens and slashes are fair places to break ("2026-11-" / "27"); letters and digits are not.
     if (!/^[\\w.]{1,24}$/.test(text) || !parent) continue;
-    if (!parent.checkVisibility({visibilityProperty: true}) || getComputedStyle(parent).clip !== "auto") continue;
+    if (!parent.checkVisibility({visibilityProperty: true})) continue;
+    if (getComputedStyle(parent).clip !== "auto") continue;
     const range = document.createRange();
     range.selectNodeContents(node);
     const rects = [...range.getClientRects()].filter((rect) => rect.width > 1);
@@ -185,6 +188,13 @@ def seed_tenant(cast: Cast) -> dict[str, Any]:
         source="extracted",
     )
     knowledge_base = estate_knowledge_base(owner, agents=[helper])
+    # A tenant with credits pays for every call: the demo model's price of 0 (a data migration's
+    # row, which an earlier transactional test's flush removes) lets the chats below still run.
+    ModelPrice.objects.update_or_create(
+        provider="offline",
+        model="offline-demo",
+        defaults={"input_per_million": 0, "output_per_million": 0, "as_of": date(2026, 1, 1)},
+    )
     credits_grant_by_actor(actor=owner, amount="25", note="Pilot")
     budget_create(actor=owner, scope="agent", monthly_limit="10", agent_id=helper.pk)
     budget_create(actor=owner, scope="member", monthly_limit="5", user_id=cast.bob.pk)

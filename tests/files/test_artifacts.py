@@ -15,7 +15,7 @@ from files.artifacts import MAX_ARTIFACTS_PER_CALL, store_artifacts
 from files.models import StoredFile
 from sessions.models import Message, MessageRole, Run, RunEvent
 from tests.conftest import Cast
-from tests.factories import field_values, make_agent, make_run
+from tests.factories import field_values, last_placed_message_id, make_agent, make_run
 from tests.files.documents import png_bytes
 from tools.builtins.base import ToolContext
 from tools.builtins.workspace_files import run_file_write
@@ -190,6 +190,7 @@ def test_the_run_and_its_last_answer_list_the_artifacts(
         return Message.objects.create(
             tenant=run.tenant,
             session=run.session,
+            parent_id=last_placed_message_id(run.session),
             run=run,
             role=MessageRole.ASSISTANT,
             content=[{"type": "text", "text": text}],

@@ -17,7 +17,7 @@ from files.tasks import process_file_task
 from sessions.models import Message, Run, Session, Step
 from sessions.tasks import execute_run
 from tests.conftest import Cast
-from tests.factories import field_values, make_agent
+from tests.factories import field_values, last_placed_message_id, make_agent
 from tests.fake_model_server import FakeModelServer, Turn
 from tests.files.documents import (
     docx_bytes,
@@ -496,6 +496,7 @@ def test_the_messages_list_reads_every_answers_citations_at_once(cast: Cast, ali
         Message.objects.create(
             tenant=cast.tenant_a,
             session=session,
+            parent_id=last_placed_message_id(session),
             run=run,
             position=position,
             role="assistant",
