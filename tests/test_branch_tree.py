@@ -11,6 +11,7 @@ from sessions.branches import ConversationTree, TreeNode
 from sessions.models import CompactionSnapshot, Message, Run, Session
 from tests.conftest import Cast
 from tests.factories import make_agent
+from web.chat_branches import pending_answer_branch
 
 START = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -148,3 +149,18 @@ def test_the_migration_links_existing_messages_into_one_branch(cast: Cast) -> No
     assert snapshot.replaces_up_to_position == 2
     migration.unlink_messages(apps, None)
     assert set(Message.objects.values_list("parent_id", flat=True)) == {None}
+
+
+@pytest.mark.parametrize("has_stored_its_answer", [False, True])
+def test_a_regenerated_answer_still_running_counts_once(has_stored_its_answer: bool) -> None:
+    tree = Tree()
+    question = tree.add("Q", None, latest_run_at=tree.at(3))
+    first_run, second_run = Run(id=uuid4()), Run(id=uuid4())
+    first = tree.add("A1", question, role="assistant", run_id=first_run.pk)
+    if has_stored_its_answer:
+        tree.add("A2", question, role="assistant", run_id=second_run.pk, is_pending=True)
+
+    branch = pending_answer_branch(ConversationTree(tree.nodes), question, second_run)
+
+    assert branch is not None
+    assert (branch.branch_index, branch.branch_count, branch.sibling_ids) == (2, 2, [first, second_run.pk])

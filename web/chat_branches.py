@@ -51,8 +51,13 @@ def attach_branches(turns: list["Turn"], tree: ConversationTree, messages: list[
 
 def pending_answer_branch(tree: ConversationTree, user_message_id: UUID, run: Run) -> BranchInfo | None:
     """The place of an answer still coming after earlier answers of the same message (a
-    regenerate): last among them. Its own id stands in for the message it does not have yet."""
-    answers = [child.id for child in tree.children(user_message_id) if child.role != MessageRole.USER]
+    regenerate): last among them. Its own id stands in for its message, which it may not have
+    yet, or may have stored while it is still running (it counts once either way)."""
+    answers = [
+        child.id
+        for child in tree.children(user_message_id)
+        if child.role != MessageRole.USER and child.run_id != run.pk
+    ]
     if not answers:
         return None
     count = len(answers) + 1
