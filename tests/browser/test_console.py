@@ -87,7 +87,7 @@ def test_a_plans_executors_show_their_tokens_and_the_waterfall_links_to_them(
         assert width > 0
     expect(page.locator("[data-run-tokens]")).to_have_text(str(total))
     assert_no_page_overflow(page)
-    shoot(page, screenshot_dir, "timeline")
+    shoot(page, screenshot_dir, "plan-waterfall")
 
     page.set_viewport_size(PHONE)
     page.locator("#waterfall-title").scroll_into_view_if_needed()
@@ -208,7 +208,7 @@ def test_the_dashboard_charts_runs_errors_and_tokens_and_folds_executors(
 
     assert_no_page_overflow(page)
     page.locator("#usage-title").scroll_into_view_if_needed()
-    shoot(page, screenshot_dir, "dashboard")
+    shoot(page, screenshot_dir, "dashboard-charts")
 
     folded = page.locator(f'tr[data-run-row="{parent.pk}"] details.run-children')
     expect(folded.locator("summary")).to_have_text("2 executors or sub-agents")
