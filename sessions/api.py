@@ -240,7 +240,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         serializer = MessageCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            message, run = session_post_message(
+            posted = session_post_message(
                 actor=self.actor,
                 session=session,
                 content=serializer.validated_data["content"],
@@ -256,7 +256,8 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
                 {"active_run": [str(busy.active_run_id)]},
             )
             return Response(body, status=status.HTTP_409_CONFLICT)
-        body = {"message": MessageSerializer(message).data, "run": RunSummarySerializer(run).data}
+        message = MessageSerializer(posted.message, context={"branches": {posted.message.pk: posted.branch}})
+        body = {"message": message.data, "run": RunSummarySerializer(posted.run).data}
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
     def _branch_page(self, request: Request, session: Session, *, through: UUID | None) -> Response:

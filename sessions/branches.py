@@ -214,7 +214,31 @@ SHOWN_BRANCH = "shown"
 RequestedParent = UUID | None | str
 
 
-def parent_for_post(session: Session, *, requested: RequestedParent) -> tuple[UUID | None, bool]:
+@dataclass(frozen=True)
+class PostParent:
+    """Where a posted message goes, decided on the conversation's tree as the post read it."""
+
+    parent_id: UUID | None
+    # An edit starts a branch: the session shows it from then on.
+    is_branch_start: bool
+    tree: ConversationTree
+
+    def branch_of(self, message: Message, run: Run) -> BranchInfo:
+        """The posted message's place among its siblings, without reading the tree again."""
+        posted = TreeNode(
+            id=message.pk,
+            parent_id=message.parent_id,
+            position=message.position,
+            role=message.role,
+            created_at=message.created_at,
+            run_id=message.run_id,
+            latest_run_at=run.created_at,
+            is_pending=True,
+        )
+        return ConversationTree([*self.tree.nodes.values(), posted]).branch_info(message.pk)
+
+
+def parent_for_post(session: Session, *, requested: RequestedParent) -> PostParent:
     """The parent of a message posted to ``session``, and whether it starts a branch (an edit).
 
     Without a chosen parent the message continues the branch people see. A chosen parent must be
@@ -223,9 +247,9 @@ def parent_for_post(session: Session, *, requested: RequestedParent) -> tuple[UU
     """
     tree, path = shown_path(session)
     if requested == SHOWN_BRANCH:
-        return (path[-1] if path else None), False
+        return PostParent(path[-1] if path else None, is_branch_start=False, tree=tree)
     if requested is None:
-        return None, True
+        return PostParent(None, is_branch_start=True, tree=tree)
     node = tree.nodes.get(requested) if isinstance(requested, UUID) else None
     if node is None:
         raise ValidationError({"parent_id": ["No such message in this conversation."]})
@@ -233,7 +257,7 @@ def parent_for_post(session: Session, *, requested: RequestedParent) -> tuple[UU
         raise ValidationError({"parent_id": ["This message's turn is still being answered."]})
     if any(child.role != MessageRole.USER for child in tree.children(node.id)):
         raise ValidationError({"parent_id": ["An answer follows this message: post after the answer."]})
-    return node.id, True
+    return PostParent(node.id, is_branch_start=True, tree=tree)
 
 
 def messages_in_order(message_ids: list[UUID]) -> list[Message]:

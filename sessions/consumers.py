@@ -266,7 +266,7 @@ def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dic
         raise CommandError.invalid(
             {"idempotency_key": [f"Use a string of at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters."]}
         )
-    message, run = services.session_post_message(
+    posted = services.session_post_message(
         actor=actor,
         session=session,
         content=fields["content"],
@@ -274,7 +274,12 @@ def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dic
         idempotency_key=key or None,
         attachments=fields.get("attachments", ()),
     )
-    return {"type": "ack", "command": "message", "message_id": str(message.pk), "run_id": str(run.pk)}
+    return {
+        "type": "ack",
+        "command": "message",
+        "message_id": str(posted.message.pk),
+        "run_id": str(posted.run.pk),
+    }
 
 
 def cancel_run(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:

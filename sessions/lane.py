@@ -11,7 +11,7 @@ from django.db.models import Case, Q, Subquery, When
 from django.utils import timezone
 
 from sessions.events import emit_event, events_batched
-from sessions.models import Message, MessageRole, Run, RunStatus, Session
+from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, run_transition
@@ -46,12 +46,17 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     an older run waits: the lane dispatches those in turn.
     """
     with transaction.atomic(), events_batched():
-        # The tenant, session and message come along: the run's setup reads them next.
-        run = Run.objects.select_related("tenant", "session", "user_message").filter(pk=run_id).first()
+        # The tenant, session and message come along: the run's setup reads them next. Locking
+        # the session row keeps two workers from starting two runs of one lane; the lane is read
+        # under the lock, and the transition is guarded by the run's version.
+        run = (
+            Run.objects.select_related("tenant", "session", "user_message")
+            .select_for_update(of=("session",))
+            .filter(pk=run_id)
+            .first()
+        )
         if run is None or run.status != RunStatus.QUEUED:
             return None
-        # Locking the session row keeps two workers from starting two runs of one lane.
-        Session.objects.select_for_update().filter(pk=run.session_id).values_list("id").get()
         if run.parent_run_id is None and next_runnable_run_id(run.session_id) != run.pk:
             return None
         now = timezone.now()

@@ -14,7 +14,14 @@ from django.utils import timezone
 from agents.models import Agent
 from files.selectors import session_has_searchable_files
 from files.services import attachment_block, attachments_for_message
-from sessions.branches import SHOWN_BRANCH, RequestedParent, parent_for_post
+from sessions.branches import (
+    SHOWN_BRANCH,
+    BranchInfo,
+    PostParent,
+    RequestedParent,
+    message_branch_info,
+    parent_for_post,
+)
 from sessions.cancel import run_cancel
 from sessions.events import emit_event
 from sessions.models import IdempotencyRecord, Message, MessageRole, Run, RunStatus, Session
@@ -106,7 +113,16 @@ def _validate_message_content(content: str) -> str:
     return content
 
 
-def _idempotent_repeat(*, actor: Actor, session: Session, key: str) -> tuple[Message, Run] | None:
+@dataclass(frozen=True)
+class PostedMessage:
+    """A posted message, its run, and its place among its siblings (the n/m of branches)."""
+
+    message: Message
+    run: Run
+    branch: BranchInfo
+
+
+def _idempotent_repeat(*, actor: Actor, session: Session, key: str) -> PostedMessage | None:
     window_start = timezone.now() - timedelta(seconds=settings.IDEMPOTENCY_WINDOW_SECONDS)
     IdempotencyRecord.objects.filter(
         tenant=actor.tenant, user_id=actor.user_id, key=key, created_at__lt=window_start
@@ -120,7 +136,7 @@ def _idempotent_repeat(*, actor: Actor, session: Session, key: str) -> tuple[Mes
         return None
     if record.session_id != session.pk:
         raise ValidationError({"idempotency_key": ["This key was already used for another session."]})
-    return record.message, record.run
+    return PostedMessage(record.message, record.run, message_branch_info(record.message))
 
 
 def session_post_message(
@@ -132,7 +148,7 @@ def session_post_message(
     idempotency_key: str | None = None,
     attachments: Sequence[uuid.UUID] = (),
     parent_id: RequestedParent = SHOWN_BRANCH,
-) -> tuple[Message, Run]:
+) -> PostedMessage:
     """Store the user's message and a queued run in one transaction; dispatch on commit.
 
     ``attachments``: files uploaded to this session, carried by the message as references.
@@ -147,7 +163,7 @@ def session_post_message(
         return repeat
     _validate_message_content(content)
     attached = attachments_for_message(session=session, file_ids=attachments)
-    parent, is_branch_start = parent_for_post(session, requested=parent_id)
+    parent = parent_for_post(session, requested=parent_id)
     if not session.agent.is_active:
         raise ValidationError({"non_field_errors": ["This session's agent is inactive."]})
     lane = lane_state_for(session.pk)
@@ -155,24 +171,17 @@ def session_post_message(
         raise LaneBusy(lane.active_run_id)
     check_post_message_quotas(actor=actor)
     require_run_queue()  # all or nothing: an unreachable broker stores nothing (503)
-    message, run = _store_message_and_run(
+    posted = _store_message_and_run(
         actor=actor,
         session=session,
         content=[{"type": "text", "text": content}, *map(attachment_block, attached)],
         idempotency_key=idempotency_key,
         lane=lane,
-        parent=UserMessageParent(parent_id=parent, is_branch_start=is_branch_start),
+        parent=parent,
     )
     if lane.active_run_id is not None and multitask == "interrupt":
-        _interrupt_lane(actor=actor, session=session, new_run=run)
-    return message, run
-
-
-@dataclass(frozen=True)
-class UserMessageParent:
-    parent_id: uuid.UUID | None
-    # An edit starts a branch: the session shows it from then on.
-    is_branch_start: bool = False
+        _interrupt_lane(actor=actor, session=session, new_run=posted.run)
+    return posted
 
 
 def _store_message_and_run(
@@ -182,8 +191,8 @@ def _store_message_and_run(
     content: list[dict[str, Any]],
     idempotency_key: str | None,
     lane: LaneState,
-    parent: UserMessageParent,
-) -> tuple[Message, Run]:
+    parent: PostParent,
+) -> PostedMessage:
     """In one transaction, with the idempotency key's record when there is a key."""
     try:
         with transaction.atomic():
@@ -205,7 +214,7 @@ def _store_message_and_run(
         if repeat is None:
             raise
         return repeat
-    return message, run
+    return PostedMessage(message, run, parent.branch_of(message, run))
 
 
 def _insert_message_andqueue_run(
@@ -214,7 +223,7 @@ def _insert_message_andqueue_run(
     session: Session,
     content: list[dict[str, Any]],
     lane_is_idle: bool,
-    parent: UserMessageParent,
+    parent: PostParent,
 ) -> tuple[Message, Run]:
     """The ORM's writes of a post (inside the caller's transaction); the session titled if untitled."""
     # The run's id is known up front, so the message is written once (the foreign keys

@@ -132,7 +132,7 @@ def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelS
     actor = actor_for_user(cast.alice, preferred_tenant_id=None)
     agent = make_agent(tenant=cast.tenant_a)
     session = session_create(actor=actor, agent=agent, title="fuzzed")
-    _, run = session_post_message(actor=actor, session=session, content="hello")
+    run = session_post_message(actor=actor, session=session, content="hello").run
     memory = memory_create(actor=actor, agent=agent, content="likes tea")
     tool = http_tool_create(actor=actor, name="lookup", url_template="https://api.example.com/{q}")
     server = mcp_server_create(

@@ -124,7 +124,7 @@ def test_the_chat_says_why_a_run_ran_out_of_credits(
     actor = actor_for_user(world.cast.bob, preferred_tenant_id=None)
     assert actor is not None
     session = session_create(actor=actor, agent=agent, title="short of credits")
-    _, run = session_post_message(actor=actor, session=session, content="hello")
+    run = session_post_message(actor=actor, session=session, content="hello").run
     execute_run(str(run.pk))
 
     page = client_for(world.cast.bob).get(f"/chat/{session.pk}/").content.decode()

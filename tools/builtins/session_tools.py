@@ -195,7 +195,7 @@ def run_session_send(arguments: dict[str, Any], context: ToolContext) -> str:
     if session.pk == UUID(str(context.session_id)):
         raise ToolError("cannot send into this run's own session; answer here instead")
     try:
-        message, run = session_post_message(actor=actor, session=session, content=arguments["content"])
+        posted = session_post_message(actor=actor, session=session, content=arguments["content"])
     except PermissionDenied as error:
         raise ToolError(str(error) or "your role does not allow posting into this session") from None
     except ValidationError as error:
@@ -206,8 +206,8 @@ def run_session_send(arguments: dict[str, Any], context: ToolContext) -> str:
         {
             "status": "queued",
             "session_id": str(session.pk),
-            "message_id": str(message.pk),
-            "run_id": str(run.pk),
+            "message_id": str(posted.message.pk),
+            "run_id": str(posted.run.pk),
             "note": "The session's agent answers in that session, after any run already in its lane.",
         }
     )
