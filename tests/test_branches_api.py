@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents.runtime.compaction import SUMMARY_HEADER
+from sessions.branches import message_branch_info
 from sessions.models import CompactionSnapshot, Message, Run, RunEvent, Session
 from sessions.tasks import execute_run
 from tests.conftest import Cast
@@ -423,3 +424,42 @@ def test_an_executors_run_is_not_regenerated(
         "run": ["Only an answer in the conversation can be regenerated."]
     }
     assert state() == before
+
+
+def test_a_posts_answer_places_its_message_as_a_fresh_read_of_the_tree_does(
+    bob_api: APIClient, fake_model: FakeModelServer, session_id: str
+) -> None:
+    """The post reads the conversation's tree once and places its message on it
+    (``PostParent.branch_of``): the same branch info as reading the tree after the post."""
+
+    def placed_as_read_again(body: dict[str, Any]) -> None:
+        info = message_branch_info(Message.objects.get(pk=body["message"]["id"]))
+        assert (
+            body["message"]["parent_id"],
+            body["message"]["branch_index"],
+            body["message"]["branch_count"],
+            body["message"]["sibling_ids"],
+        ) == (
+            str(info.parent_id) if info.parent_id else None,
+            info.branch_index,
+            info.branch_count,
+            [str(sibling) for sibling in info.sibling_ids],
+        )
+
+    first = ask(bob_api, fake_model, session_id, "first", "one")
+    placed_as_read_again(first)
+    second = ask(bob_api, fake_model, session_id, "second", "two")
+    placed_as_read_again(second)
+    edit_of_first = post(bob_api, session_id, "first, edited", parent_id=None).json()
+    placed_as_read_again(edit_of_first)
+    assert edit_of_first["message"]["branch_count"] == 2
+    queued_behind = post(bob_api, session_id, "while it waits").json()
+    placed_as_read_again(queued_behind)
+    fake_model.script(Turn(text="edited one"), Turn(text="waited"))
+    execute_run(edit_of_first["run"]["id"])
+    execute_run(queued_behind["run"]["id"])
+    edit_of_second = post(
+        bob_api, session_id, "second, edited", parent_id=second["message"]["parent_id"]
+    ).json()
+    placed_as_read_again(edit_of_second)
+    assert edit_of_second["message"]["branch_count"] == 2
