@@ -87,11 +87,18 @@ def plans_first(run: Run) -> bool:
 
 
 def _started_data(run: Run) -> dict[str, object]:
-    """A child run names its parent and its task, so a client can show it apart from the answer."""
+    """A child run names its parent and its task, so a client can show it apart from the answer;
+    a top-level run names its user message and, now that it is placed, the message it follows
+    (a client can offer to edit it: an edit is a sibling under that parent)."""
     data: dict[str, object] = {
         "attempt": run.attempt,
         "agent_id": str(run.agent_id) if run.agent_id else None,
     }
+    if run.parent_run_id is None and run.user_message is not None:
+        parent_id = run.user_message.parent_id
+        data.update(
+            message_id=str(run.user_message_id), message_parent_id=str(parent_id) if parent_id else None
+        )
     if run.parent_run_id is not None:
         data.update(parent_run_id=str(run.parent_run_id), title=run.title)
         if run.parent_tool_call_id:

@@ -207,6 +207,12 @@ def test_a_message_posted_while_the_answer_is_coming_follows_the_whole_answer(
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
     assert messages[4]["parent_id"] == messages[3]["id"]
     assert [m["branch_count"] for m in messages] == [1] * 6
+    # Each run's start names its message as placed: the chat offers Edit from it, with this parent.
+    started = RunEvent.objects.filter(type="run.started", session_id=session_id).order_by("seq")
+    assert [(event.data["message_id"], event.data["message_parent_id"]) for event in started] == [
+        (first["message"]["id"], None),
+        (second["message"]["id"], messages[3]["id"]),
+    ]
 
 
 def test_a_summary_applies_to_the_branches_that_share_what_it_summarized(

@@ -121,7 +121,7 @@
   function runRecord(runId) {
     let run = state.runs.get(runId);
     if (!run) {
-      run = { id: runId, status: "queued", messageId: "", steps: 0, phase: "", turn: null, text: null, reasoning: null, cards: new Map(), tokens: 0, parentId: "", title: "", toolCallId: "", artifacts: null };
+      run = { id: runId, status: "queued", messageId: "", steps: 0, phase: "", turn: null, text: null, reasoning: null, cards: new Map(), tokens: 0, parentId: "", title: "", toolCallId: "", artifacts: null, messageParentId: undefined };
       state.runs.set(runId, run);
     }
     return run;
@@ -524,7 +524,12 @@
       run.status = "running";
       run.phase = "Thinking…";
       if (noteChild(run, data)) { setChildStatus(run, "running"); return; }
+      if (data.message_id) {
+        run.messageId = data.message_id;
+        run.messageParentId = data.message_parent_id || "";
+      }
       markUserTurnStarted(run);
+      offerEdit(run);
       ensureTurn(run);
       refreshSessionList();
     },
@@ -849,6 +854,7 @@
     else {
       turn.setAttribute("data-run-id", ack.run_id);
       markUserTurnStarted(run);
+      offerEdit(run);
     }
     // An answer that started before the acknowledgement arrived belongs after this message.
     if (run.turn && run.turn.compareDocumentPosition(turn) & Node.DOCUMENT_POSITION_FOLLOWING) {
@@ -1481,6 +1487,17 @@
     else if (envelope.type === "run.started") run.status = "running";
     renderStatus();
     return true;
+  }
+
+  /* A message placed in the conversation (its run started) can be edited and sent again: the
+     edit is a sibling under the message it follows, which the run's start names. */
+  function offerEdit(run) {
+    if (run.messageParentId === undefined) return;
+    const turn = userTurn(run.messageId);
+    const button = turn ? turn.querySelector(":scope > .message-actions [data-edit]") : null;
+    if (!button) return;
+    turn.setAttribute("data-parent-id", run.messageParentId);
+    button.hidden = false;
   }
 
   /* A top-level answer that ended can be answered again. */

@@ -114,3 +114,38 @@ def test_edit_a_message_and_send_it_again_then_switch_branches_across_a_reload(
     page.locator(".turn-user").nth(1).get_by_role("button", name="Next branch").click()
     expect(position_of(page.locator(".turn-user").nth(1))).to_have_text("2/2")
     expect(last_answer(page).locator(".part-text")).to_have_text("Paris is lovely in June.")
+
+
+def test_messages_sent_on_the_page_can_be_edited_without_a_reload(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    """A message's Edit shows once its run starts (``run.started`` names the message it follows),
+    also for one sent while the answer before it was still coming, which then follows that answer."""
+    agent = make_agent(
+        tenant=cast.tenant_a, name="Trips", model_provider="anthropic", model_name="test-model"
+    )
+    fake_model.script(
+        Turn(text="Where to?", response_delay=1.5),
+        Turn(text="Rome is lovely in May."),
+        Turn(text="Paris is lovely in June."),
+    )
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+    send(page, "Plan a trip.")
+    first = page.locator(".turn-user").nth(0)
+    expect(first.get_by_role("button", name="Edit")).to_be_visible()
+    send(page, "Rome, please.")  # while the first answer is still coming: it queues behind it
+    expect(last_answer(page).locator(".part-text")).to_have_text("Rome is lovely in May.")
+    question = page.locator(".turn-user").nth(1)
+
+    question.get_by_role("button", name="Edit").click()
+    question.get_by_label("Edit your message").fill("Paris, please.")
+    question.get_by_role("button", name="Save & send").click()
+
+    expect(position_of(page.locator(".turn-user").nth(1))).to_have_text("2/2")
+    expect(last_answer(page).locator(".part-text")).to_have_text("Paris is lovely in June.")
+    assert sent(fake_model.requests[-1]) == [
+        ("user", "Plan a trip."),
+        ("assistant", "Where to?"),
+        ("user", "Paris, please."),
+    ]
