@@ -1,14 +1,19 @@
-"""Sessions, runs, steps and run events in the admin: view-only.
+"""Sessions, runs, steps, run events, approvals and questions in the admin: view-only.
 
 They are written by one store (``sessions.store``) through the one transition table, so
 nobody edits them here, superusers included; deleting the agent they belong to still
-removes them, as it does in the app.
+removes them, as it does in the app. Approvals and questions are decided and answered on the
+run (the chat, the API, the socket), where the run resumes.
 """
+
+import json
+from typing import Any
 
 from django.contrib import admin
 
 from core.admin import TenantScopedAdmin
-from sessions.models import Run, RunEvent, Session, Step
+from core.redaction import redact_secrets
+from sessions.models import Run, RunEvent, Session, Step, ToolApproval, UserQuestion
 
 
 class HistoryAdmin(TenantScopedAdmin):
@@ -63,3 +68,36 @@ class RunEventAdmin(HistoryAdmin):
     search_fields = ["type"]
     list_select_related = ["session", "run"]
     ordering = ["-id"]
+
+
+def _masked_json(value: Any) -> str:
+    """A tool call's arguments as JSON, fields named like secrets masked (stored as the tool runs them)."""
+    return json.dumps(redact_secrets(value), indent=2, ensure_ascii=False) if value is not None else "-"
+
+
+@admin.register(ToolApproval)
+class ToolApprovalAdmin(HistoryAdmin):
+    list_display = ["__str__", "run", "tool_name", "status", "decided_by", "created_at", "decided_at"]
+    list_filter = ["status", "decision"]
+    search_fields = ["tool_name", "tool_call_id", "reason"]
+    list_select_related = ["run", "decided_by"]
+    exclude = ["arguments", "edited_arguments"]
+    readonly_fields = ["call_arguments", "approved_arguments"]
+    ordering = ["-created_at"]
+
+    @admin.display(description="arguments")
+    def call_arguments(self, approval: ToolApproval) -> str:
+        return _masked_json(approval.arguments)
+
+    @admin.display(description="edited arguments")
+    def approved_arguments(self, approval: ToolApproval) -> str:
+        return _masked_json(approval.edited_arguments)
+
+
+@admin.register(UserQuestion)
+class UserQuestionAdmin(HistoryAdmin):
+    list_display = ["__str__", "run", "status", "answered_by", "created_at", "answered_at"]
+    list_filter = ["status"]
+    search_fields = ["question", "answer", "tool_call_id"]
+    list_select_related = ["run", "answered_by"]
+    ordering = ["-created_at"]

@@ -7,10 +7,11 @@ from django.db import connection
 from django.db.models import Model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.models import Agent
 from mcp_servers.models import McpServer
-from sessions.models import Run, RunEvent, RunStatus, Session, Step
+from sessions.models import Run, RunEvent, RunStatus, Session, Step, ToolApproval
 from tenants.actors import ACTIVE_TENANT_SESSION_KEY
 from tenants.models import ApiKey, Membership, ProviderKey, Role
 from tenants.services import api_key_create, membership_set
@@ -303,6 +304,8 @@ def test_admin_labels_read_well() -> None:
         "agent_sessions.Run": ("Agent sessions", "runs"),
         "agent_sessions.Step": ("Agent sessions", "steps"),
         "agent_sessions.RunEvent": ("Agent sessions", "run events"),
+        "agent_sessions.ToolApproval": ("Agent sessions", "tool approvals"),
+        "agent_sessions.UserQuestion": ("Agent sessions", "user questions"),
         "memory.Memory": ("Memory", "memories"),
         "tools.Tool": ("Tools", "tools"),
         "mcp_servers.McpServer": ("MCP servers", "MCP servers"),
@@ -384,3 +387,38 @@ def test_mcp_server_timeouts_in_the_admin_stay_within_the_apps_ranges(cast: Cast
         5.0,
         30.0,
     )
+
+
+def test_an_approval_shows_its_calls_arguments_with_secrets_masked_and_cannot_be_decided_here(
+    cast: Cast,
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a)
+    session = Session.objects.create(tenant=cast.tenant_a, agent=agent, created_by=cast.alice)
+    run = Run.objects.create(
+        tenant=cast.tenant_a,
+        session=session,
+        agent=agent,
+        created_by=cast.alice,
+        status=RunStatus.AWAITING_APPROVAL,
+    )
+    approval = ToolApproval.objects.create(
+        tenant=cast.tenant_a,
+        run=run,
+        tool_call_id="call-1",
+        tool_name="http_fetch",
+        arguments={"url": "https://example.com/report", "api_key": "sk-approval-secret-0123"},
+        edited_arguments={"url": "https://example.com/summary", "password": "hunter2-approval"},
+        expires_at=timezone.now(),
+    )
+    client = signed_in("alice@a.test", "alice-password")
+
+    page = client.get(admin_url(approval))
+    listing = client.get(reverse("admin:agent_sessions_toolapproval_changelist"))
+    decided = client.post(admin_url(approval), {"status": "approved", "decision": "approve"})
+
+    text = page.content.decode()
+    assert (page.status_code, listing.status_code, decided.status_code) == (200, 200, 403)
+    assert "https://example.com/report" in text and "https://example.com/summary" in text
+    assert "sk-approval-secret-0123" not in text and "hunter2-approval" not in text
+    assert "http_fetch" in listing.content.decode()
+    assert ToolApproval.objects.get(pk=approval.pk).status == "pending"

@@ -14,6 +14,7 @@ from django.core.files.base import ContentFile
 from django.db.models import Model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.models import Agent
 from billing.models import Budget, CreditAccount, LedgerEntry
@@ -22,7 +23,7 @@ from core.admin import TenantScopedAdmin
 from files.models import KnowledgeBase, StoredFile
 from mcp_servers.models import McpServer
 from memory.models import Memory
-from sessions.models import Run, RunEvent, RunStatus, Session, Step
+from sessions.models import Run, RunEvent, RunStatus, Session, Step, ToolApproval, UserQuestion
 from tenants.models import ApiKey, Membership, ProviderKey, Tenant
 from tenants.services import api_key_create
 from tests.conftest import Cast
@@ -91,6 +92,21 @@ def rows_of_every_kind(tenant: Tenant, owner: Any, prefix: str) -> Rows:
     event = RunEvent.objects.create(
         session=session, run=run, seq=1, type="run.completed", data={"note": f"{prefix} event"}
     )
+    approval = ToolApproval.objects.create(
+        tenant=tenant,
+        run=run,
+        tool_call_id=f"{prefix}-approval-call",
+        tool_name=f"{prefix.lower()}_lookup",
+        arguments={"query": f"{prefix} query", "api_key": f"{prefix}-approval-secret"},
+        expires_at=timezone.now(),
+    )
+    question = UserQuestion.objects.create(
+        tenant=tenant,
+        run=run,
+        tool_call_id=f"{prefix}-question-call",
+        question=f"{prefix} question?",
+        expires_at=timezone.now(),
+    )
     memory = Memory.objects.create(
         tenant=tenant, agent=agent, content=f"{prefix} memory", created_by=owner, subject_user=owner
     )
@@ -139,6 +155,8 @@ def rows_of_every_kind(tenant: Tenant, owner: Any, prefix: str) -> Rows:
         Run: run,
         Step: step,
         RunEvent: event,
+        ToolApproval: approval,
+        UserQuestion: question,
         Memory: memory,
         Tool: tool,
         McpServer: server,
