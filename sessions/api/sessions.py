@@ -1,16 +1,12 @@
+"""/api/v1/sessions/: conversations, their messages and branches, events and exports."""
+
 from uuid import UUID
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    extend_schema_view,
-    inline_serializer,
-)
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -24,54 +20,33 @@ from core.api.schema import ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
 from files.artifacts import artifacts_by_message
 from files.citations import citations_by_run, citing_run_ids
-from files.models import FilePurpose, StoredFile
+from sessions.api.events import AFTER_PARAMETER, EventPage, event_page, parse_after
 from sessions.branches import SHOWN_BRANCH, branch_infos, messages_in_order, shown_path
-from sessions.branching import AnswerInProgress, message_regenerate, session_show_branch
-from sessions.cancel import run_cancel
-from sessions.decisions import run_answer, run_approve
+from sessions.branching import session_show_branch
 from sessions.export import export_file_name, session_as_json, session_as_markdown
-from sessions.models import Run, RunEvent, Session
+from sessions.models import Session
 from sessions.selectors import (
     SESSION_QUERY_MAX_LENGTH,
-    events_for_run,
     events_for_session,
-    run_list_for_actor,
     session_get_for_posting,
     session_list_for_actor,
     sessions_matching,
     sessions_with_cost,
 )
 from sessions.serializers import (
-    AnswerSerializer,
-    ApproveSerializer,
     BranchShowSerializer,
     MessageCreateSerializer,
     MessageSerializer,
     PostMessageResponseSerializer,
-    RunEventSerializer,
-    RunSerializer,
     RunSummarySerializer,
     SessionCreateSerializer,
     SessionDetailSerializer,
     SessionSerializer,
     SessionUpdateSerializer,
-    ToolApprovalSerializer,
-    UserQuestionSerializer,
 )
-from sessions.services import (
-    LaneBusy,
-    run_retry,
-    session_create,
-    session_delete,
-    session_post_message,
-    session_rename,
-)
+from sessions.services import LaneBusy, session_create, session_delete, session_post_message, session_rename
 from tenants.models import Role
 
-EVENT_PAGE_SIZE = 500
-AFTER_PARAMETER = OpenApiParameter(
-    "after", {"type": "integer", "minimum": 0}, description="Only events with a larger seq."
-)
 LEAF_PARAMETER = OpenApiParameter(
     "leaf",
     {"type": "string", "format": "uuid"},
@@ -85,12 +60,6 @@ EXPORTS = {
     "markdown": (session_as_markdown, "text/markdown", "md"),
     "json": (session_as_json, "application/json", "json"),
 }
-EventPage = inline_serializer(
-    "RunEventPage",
-    {"results": RunEventSerializer(many=True), "next": serializers.CharField(allow_null=True)},
-)
-
-
 IDEMPOTENCY_KEY_MAX_LENGTH = 200
 
 
@@ -99,17 +68,6 @@ def idempotency_key(request: Request) -> str | None:
     if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
         raise ValidationError({"idempotency_key": [f"Use at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters."]})
     return key or None
-
-
-def parse_after(request: Request) -> int:
-    raw = request.query_params.get("after", "0")
-    try:
-        after = int(raw)
-    except ValueError as error:
-        raise ValidationError({"after": ["Must be an integer."]}) from error
-    if after < 0:
-        raise ValidationError({"after": ["Must be zero or more."]})
-    return after
 
 
 def parse_leaf(request: Request) -> UUID | None:
@@ -121,16 +79,6 @@ def parse_leaf(request: Request) -> UUID | None:
         return UUID(raw)
     except ValueError as error:
         raise ValidationError({"leaf": ["Must be a message id."]}) from error
-
-
-def event_page(request: Request, events: QuerySet[RunEvent]) -> Response:
-    page = list(events[: EVENT_PAGE_SIZE + 1])
-    has_more = len(page) > EVENT_PAGE_SIZE
-    page = page[:EVENT_PAGE_SIZE]
-    next_url = None
-    if has_more:
-        next_url = request.build_absolute_uri(f"{request.path}?after={page[-1].seq}")
-    return Response({"results": RunEventSerializer(page, many=True).data, "next": next_url})
 
 
 class SessionFilter(StrictFilterSet):
@@ -318,111 +266,3 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantSco
         response = HttpResponse(render(session), content_type=f"{content_type}; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{export_file_name(session, extension)}"'
         return response
-
-
-@extend_schema_view(retrieve=extend_schema(summary="Read a run with its steps and usage", tags=["runs"]))
-class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
-    # Read by the schema generator only (the model, the filters); get_queryset scopes requests.
-    queryset = Run.objects.none()
-    serializer_class = RunSerializer
-    required_roles = {
-        "cancel": Role.MEMBER,
-        "retry": Role.MEMBER,
-        "approve": Role.MEMBER,
-        "answer": Role.MEMBER,
-        "regenerate": Role.MEMBER,
-    }
-
-    def get_queryset(self) -> QuerySet[Run]:
-        artifacts = StoredFile.objects.filter(purpose=FilePurpose.ARTIFACT).defer("text")
-        return run_list_for_actor(actor=self.actor).prefetch_related(
-            "steps",
-            "approvals__decided_by",
-            "questions__answered_by",
-            Prefetch("artifacts", queryset=artifacts),
-        )
-
-    @extend_schema(
-        summary="The run's events after a sequence number",
-        tags=["events"],
-        parameters=[AFTER_PARAMETER],
-        responses=EventPage,
-    )
-    @action(detail=True, methods=["get"])
-    def events(self, request: Request, pk: str | None = None) -> Response:
-        return event_page(request, events_for_run(run=self.get_object(), after_seq=parse_after(request)))
-
-    @extend_schema(
-        summary="Cancel the run", tags=["runs"], request=None, responses={202: RunSummarySerializer}
-    )
-    @action(detail=True, methods=["post"])
-    def cancel(self, request: Request, pk: str | None = None) -> Response:
-        run = run_cancel(actor=self.actor, run=self.get_object())
-        return Response(RunSummarySerializer(run).data, status=status.HTTP_202_ACCEPTED)
-
-    @extend_schema(
-        summary="Retry a failed, cancelled or timed-out run",
-        tags=["runs"],
-        request=None,
-        responses={202: RunSummarySerializer},
-    )
-    @action(detail=True, methods=["post"])
-    def retry(self, request: Request, pk: str | None = None) -> Response:
-        run = run_retry(actor=self.actor, run=self.get_object())
-        return Response(RunSummarySerializer(run).data, status=status.HTTP_202_ACCEPTED)
-
-    @extend_schema(
-        summary="Regenerate: answer the run's user message again, as a new branch",
-        tags=["runs"],
-        request=None,
-        responses={
-            202: PostMessageResponseSerializer,
-            409: OpenApiResponse(
-                ERROR_REFERENCE, description="A run of that message is still queued or active (`run_active`)."
-            ),
-        },
-    )
-    @action(detail=True, methods=["post"])
-    def regenerate(self, request: Request, pk: str | None = None) -> Response:
-        run = self.get_object()
-        if run.parent_run_id is not None or run.user_message is None:
-            raise ValidationError({"run": ["Only an answer in the conversation can be regenerated."]})
-        try:
-            message, new_run = message_regenerate(actor=self.actor, message=run.user_message)
-        except AnswerInProgress as busy:
-            body = error_body(
-                "run_active",
-                f"Run {busy.run_id} still answers this message: wait for it or cancel it.",
-                {"run": [str(busy.run_id)]},
-            )
-            return Response(body, status=status.HTTP_409_CONFLICT)
-        body = {"message": MessageSerializer(message).data, "run": RunSummarySerializer(new_run).data}
-        return Response(body, status=status.HTTP_202_ACCEPTED)
-
-    @extend_schema(
-        summary="Approve or deny a tool call that waits for approval",
-        tags=["runs"],
-        request=ApproveSerializer,
-        responses={200: ToolApprovalSerializer},
-    )
-    @action(detail=True, methods=["post"])
-    def approve(self, request: Request, pk: str | None = None) -> Response:
-        run = self.get_object()
-        serializer = ApproveSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        approval = run_approve(actor=self.actor, run=run, **serializer.validated_data)
-        return Response(ToolApprovalSerializer(approval).data)
-
-    @extend_schema(
-        summary="Answer the question an ask_user tool call asks",
-        tags=["runs"],
-        request=AnswerSerializer,
-        responses={200: UserQuestionSerializer},
-    )
-    @action(detail=True, methods=["post"])
-    def answer(self, request: Request, pk: str | None = None) -> Response:
-        run = self.get_object()
-        serializer = AnswerSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        question = run_answer(actor=self.actor, run=run, **serializer.validated_data)
-        return Response(UserQuestionSerializer(question).data)
