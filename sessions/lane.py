@@ -14,7 +14,7 @@ from sessions.events import emit_event, events_batched
 from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
-from sessions.state import ACTIVE_RUN_STATUSES, run_transition
+from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:
@@ -45,6 +45,15 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     Returns None when the run is not queued, another run of the session is active, or
     an older run waits: the lane dispatches those in turn.
     """
+    try:
+        return _claim(run_id=run_id, owner=owner)
+    except StaleTransition:
+        # Another worker took the run (a task delivered twice) or a cancel moved it while this
+        # one waited for the session's lock: the read under the lock saw the run as it was.
+        return None
+
+
+def _claim(*, run_id: UUID, owner: str) -> Run | None:
     with transaction.atomic(), events_batched():
         # The tenant, session and message come along: the run's setup reads them next. Locking
         # the session row keeps two workers from starting two runs of one lane; the lane is read

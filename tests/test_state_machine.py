@@ -437,10 +437,14 @@ def test_two_workers_racing_for_one_transition_leave_exactly_one_winner(cast: Ca
     assert [(seq, data["to"]) for seq, _type, data in session_events(session)] == [(1, winner)]
 
 
+@pytest.mark.parametrize("is_child_run", [False, True], ids=["top-level run", "executor run"])
 @pytest.mark.django_db(transaction=True)
-def test_two_workers_claiming_one_run_leave_exactly_one_owner(cast: Cast) -> None:
+def test_two_workers_claiming_one_run_leave_exactly_one_owner(cast: Cast, is_child_run: bool) -> None:
+    """A task delivered twice: one claim wins, the other finds nothing to claim (None), whether
+    the lane is checked (a top-level run) or not (an executor, whose parent holds the lane)."""
     session = make_session(cast)
-    run = make_run(session)
+    parent = make_run(session, status=S.EXECUTING) if is_child_run else None
+    run = make_run(session, parent_run=parent)
     claimed: list[Run | None] = []
     barrier = threading.Barrier(2)
 
