@@ -103,15 +103,15 @@ def _started_data(run: Run) -> dict[str, object]:
         "attempt": run.attempt,
         "agent_id": str(run.agent_id) if run.agent_id else None,
     }
-    if run.parent_run_id is None and run.user_message is not None:
-        parent_id = run.user_message.parent_id
-        data.update(
-            message_id=str(run.user_message_id), message_parent_id=str(parent_id) if parent_id else None
-        )
     if run.parent_run_id is not None:
         data.update(parent_run_id=str(run.parent_run_id), title=run.title)
         if run.parent_tool_call_id:
             data["tool_call_id"] = run.parent_tool_call_id
+    elif run.user_message is not None:
+        parent_id = run.user_message.parent_id
+        data.update(
+            message_id=str(run.user_message_id), message_parent_id=str(parent_id) if parent_id else None
+        )
     return data
 
 
