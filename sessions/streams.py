@@ -2,10 +2,11 @@
 
 One hub per event loop (that is, per ASGI process) watches every session that has
 local subscribers: it listens on the channel layer when there is a cross-process one
-and polls the store as well (every 100 ms in the embedded default, every second as a
-safety net with Redis), then hands each event to the session's subscribers. Each
-subscriber remembers the last seq it delivered, drops repeats and fills any gap from
-the store, so a client sees every event once and in order, whichever path it came by.
+and polls the store as well (``STREAM_POLL_SECONDS``: every 50 ms in the embedded default,
+every second as a safety net with Redis), then hands each event to the session's
+subscribers. Each subscriber remembers the last seq it delivered, drops repeats and fills
+any gap from the store, so a client sees every event once and in order, whichever path it
+came by.
 """
 
 import asyncio
@@ -46,13 +47,6 @@ fetch_run_events_after = database_sync_to_async(event_store.run_events_after)
 fetch_latest_event_seqs = database_sync_to_async(event_store.latest_event_seqs)
 fetch_latest_event_seq = database_sync_to_async(event_store.latest_event_seq)
 fetch_run_is_finished = database_sync_to_async(event_store.run_is_finished)
-
-
-def poll_seconds() -> float:
-    configured: float | None = getattr(settings, "STREAM_POLL_SECONDS", None)
-    if configured is not None:
-        return configured
-    return 1.0 if has_cross_process_layer() else 0.1
 
 
 class SharedEnvelope(dict[str, Any]):
@@ -278,7 +272,7 @@ class StreamHub:
                 raise
             except Exception:  # a database hiccup must not end every stream
                 logger.warning("event store poll failed; retrying", exc_info=True)
-            await asyncio.sleep(max(0.0, poll_seconds() - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, settings.STREAM_POLL_SECONDS - (time.monotonic() - started)))
 
     async def _poll_once(self) -> None:
         watched = list(self._feeds)
