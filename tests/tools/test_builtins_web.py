@@ -12,6 +12,7 @@ import pytest
 
 from agents.runtime import builtin_tools
 from core import ssrf
+from core.ssrf import addresses
 from tests.tools import LocalServer, RecordedRequest, Reply
 from tools.builtins import load_builtin_tools
 from tools.builtins.base import BUILTIN_REGISTRY, ToolContext, ToolError
@@ -197,7 +198,7 @@ def test_web_fetch_refuses_the_local_server_it_could_reach(server: LocalServer) 
 
 def test_web_fetch_refuses_a_hostname_resolving_to_a_private_address(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        ssrf,
+        addresses,
         "DEFAULT_POLICY",
         ssrf.AddressPolicy(resolver=lambda host, port: {"db.corp.test": ["10.20.30.40"]}[host]),
     )
@@ -216,7 +217,7 @@ def test_web_fetch_refuses_a_private_address_reached_through_a_redirect(
             resolver=lambda host, port: {"news.test": ["127.0.0.1"]}[host],
             allow=lambda address: address == ipaddress.ip_address("127.0.0.1"),
         )
-        monkeypatch.setattr(ssrf, "DEFAULT_POLICY", policy)
+        monkeypatch.setattr(addresses, "DEFAULT_POLICY", policy)
         with pytest.raises(ToolError) as failed:
             run_web_fetch({"url": f"http://news.test:{server.port}/go"}, CONTEXT)
         assert str(failed.value) == "refused: 127.0.0.2 is a loopback address"

@@ -18,6 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from core import ssrf
 from core.ssrf import AddressPolicy, OutboundHttpError, SsrfRefused, guarded_request, resolve_and_check
+from core.ssrf import requests as guarded_requests
 from tests.tools import LocalServer, Reply
 
 PUBLIC = ipaddress.ip_address("127.0.0.1")
@@ -375,7 +376,7 @@ def test_https_to_a_pinned_address_verifies_the_certificate_for_the_name(
     tls_server: tuple[int, ssl.SSLContext], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     port, client_context = tls_server
-    monkeypatch.setattr(ssrf, "_ssl_context", lambda: client_context)
+    monkeypatch.setattr(guarded_requests, "_ssl_context", lambda: client_context)
     policy = public_policy({"secure.test": ["127.0.0.1"], "impostor.test": ["127.0.0.1"]})
     response = guarded_request(
         "GET", f"https://secure.test:{port}/", timeout_seconds=5, max_bytes=1000, policy=policy
