@@ -32,16 +32,9 @@ class Actor:
 
 def actor_for_api_key(api_key: ApiKey) -> Actor | None:
     """The key acts with its creator's current role, capped at viewer for read-only keys; None
-    once the creator is no longer a member.
-
-    A key that ``tenants.authentication`` looked up carries that role, read with it
-    (``creator_role``); any other key's is read here.
-    """
-    if hasattr(api_key, "creator_role"):
-        creator_role: str | None = api_key.creator_role
-    else:
-        membership = Membership.objects.filter(tenant_id=api_key.tenant_id, user_id=api_key.created_by_id)
-        creator_role = membership.values_list("role", flat=True).first()
+    once the creator is no longer a member."""
+    membership = Membership.objects.filter(tenant_id=api_key.tenant_id, user_id=api_key.created_by_id)
+    creator_role = membership.values_list("role", flat=True).first()
     if creator_role is None:
         return None
     role = creator_role if api_key.scope == ApiKeyScope.WRITE else Role.VIEWER

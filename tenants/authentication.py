@@ -1,7 +1,6 @@
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
@@ -10,7 +9,7 @@ from rest_framework.request import Request
 from audit.context import audit_context_use_api_key
 from core.api.throttling import token_ident
 from tenants.api_keys import secret_matches, split_key
-from tenants.models import ApiKey, Membership
+from tenants.models import ApiKey
 
 # Writing last_used_at on every request would turn each read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -33,17 +32,8 @@ def authenticate_api_key(plaintext: str) -> ApiKey | None:
 
 
 def _api_key_with_prefix(prefix: str) -> ApiKey | None:
-    """The key with its tenant, its creator and the creator's role there (``creator_role``, None
-    for someone no longer a member): the key acts with that role (tenants.actors)."""
-    creator_role = Membership.objects.filter(
-        tenant_id=OuterRef("tenant_id"), user_id=OuterRef("created_by_id")
-    ).values("role")[:1]
-    return (
-        ApiKey.objects.select_related("tenant", "created_by")
-        .annotate(creator_role=Subquery(creator_role))
-        .filter(prefix=prefix)
-        .first()
-    )
+    """The key with its tenant and its creator (the key acts with the creator's role)."""
+    return ApiKey.objects.select_related("tenant", "created_by").filter(prefix=prefix).first()
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

@@ -390,12 +390,12 @@ def test_session_list_uses_a_constant_number_of_queries(cast: Cast, bob_api: API
     [
         # a run reads its model's price (1 statement); branches (sessions.branches): a post reads
         # the conversation's tree once, for the end of the branch shown and its message's siblings
-        # (1), a run its branch's path (1). An API key is read with its creator's role (1), a claim
-        # reads its run and locks its session in one statement (1).
-        ("hello there", {"postgresql": (15, 39), "sqlite": (16, 39)}),
+        # (1), a run its branch's path (1). A claim reads its run and locks its session in one
+        # statement (1).
+        ("hello there", {"postgresql": (16, 39), "sqlite": (17, 39)}),
         # model call → calculator → model call; the calculator is read-only and quick, so on
         # PostgreSQL its start is stored with its end (sessions.recorder: held steps)
-        ("What is 12*7?", {"postgresql": (15, 65), "sqlite": (16, 65)}),
+        ("What is 12*7?", {"postgresql": (16, 65), "sqlite": (17, 65)}),
     ],
     ids=["plain", "one tool call"],
 )
