@@ -152,53 +152,13 @@ def _ranking_summary(rows: list[UsageRow], what: str, period: str) -> str:
 def usage_charts(reports: UsageReports) -> list[UsageChart]:
     """Cost and tokens per day, and cost per agent, member and model."""
     period = f"{reports.since:%Y-%m-%d} to {reports.until:%Y-%m-%d}"
-    days = reports.days
-    busiest = max(days, key=lambda row: row.total_tokens, default=None)
-    token_total = sum(row.total_tokens for row in days)
-    day_charts = [
-        UsageChart(
-            "cost-per-day",
-            "day",
-            column_chart(
-                days,
-                title="Cost per day",
-                value=lambda row: row.cost_micros,
-                label=lambda row: f"{row.key[5:]}",
-                value_text=lambda row: cost_label(row.cost) if row.model_calls else "none",
-                summary=f"Cost per day from {period}: total {_total_text(days)}.",
-            ),
-            days,
-            "Day",
-        ),
-        UsageChart(
-            "tokens-per-day",
-            "day",
-            column_chart(
-                days,
-                title="Tokens per day",
-                value=lambda row: row.total_tokens,
-                label=lambda row: f"{row.key[5:]}",
-                value_text=lambda row: f"{row.total_tokens} tokens",
-                summary=(
-                    f"Tokens per day from {period}: {token_total} in all"
-                    + (
-                        f", most on {busiest.key} ({busiest.total_tokens})."
-                        if token_total and busiest
-                        else "."
-                    )
-                ),
-            ),
-            days,
-            "Day",
-        ),
-    ]
     rankings = [
         ("cost-per-agent", "agent", "Agent", reports.agents),
         ("cost-per-member", "member", "Member", reports.members),
         ("cost-per-model", "model", "Model", reports.models),
     ]
     return (
-        day_charts
+        _day_charts(reports.days, period)
         + [
             UsageChart(
                 slug,
@@ -218,6 +178,33 @@ def usage_charts(reports: UsageReports) -> list[UsageChart]:
         ]
         + token_ranking_charts(reports, period)
     )
+
+
+def _day_charts(days: list[UsageRow], period: str) -> list[UsageChart]:
+    """Cost per day, then tokens per day with the busiest day named."""
+    busiest = max(days, key=lambda row: row.total_tokens, default=None)
+    token_total = sum(row.total_tokens for row in days)
+    busiest_text = f", most on {busiest.key} ({busiest.total_tokens})." if token_total and busiest else "."
+    cost_chart = column_chart(
+        days,
+        title="Cost per day",
+        value=lambda row: row.cost_micros,
+        label=lambda row: f"{row.key[5:]}",
+        value_text=lambda row: cost_label(row.cost) if row.model_calls else "none",
+        summary=f"Cost per day from {period}: total {_total_text(days)}.",
+    )
+    token_chart = column_chart(
+        days,
+        title="Tokens per day",
+        value=lambda row: row.total_tokens,
+        label=lambda row: f"{row.key[5:]}",
+        value_text=lambda row: f"{row.total_tokens} tokens",
+        summary=f"Tokens per day from {period}: {token_total} in all{busiest_text}",
+    )
+    return [
+        UsageChart("cost-per-day", "day", cost_chart, days, "Day"),
+        UsageChart("tokens-per-day", "day", token_chart, days, "Day"),
+    ]
 
 
 def token_ranking_charts(reports: UsageReports, period: str) -> list[UsageChart]:

@@ -285,7 +285,6 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     Child runs (executors, sub-agents) follow their parent: rendered inside its finished answer,
     or replayed with it while it is still in the lane.
     """
-    last_seq = Session.objects.filter(pk=session.pk).values_list("last_event_seq", flat=True).get()
     runs = list(Run.objects.filter(session=session).order_by("created_at"))
     retried = {run.retry_of_id for run in runs if run.retry_of_id}
     for run in runs:
@@ -294,10 +293,7 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     settled = {run.pk: run for run in top_level.values() if run.status in TERMINAL_RUN_STATUSES}
     lane = [run for run in top_level.values() if run.pk not in settled]
     settled_children = [run for run in runs if run.parent_run_id in settled]
-    after_seq = last_seq
-    if lane:
-        first = RunEvent.objects.filter(run__in=lane).aggregate(first=Min("seq"))["first"]
-        after_seq = min(last_seq, first - 1) if first is not None else last_seq
+    after_seq = _replay_start(session, lane)
     replayed_settled = (
         RunEvent.objects.filter(
             session=session,
@@ -307,12 +303,7 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
         .values_list("run_id", flat=True)
         .distinct()
     )
-    approvals = {
-        approval.tool_call_id: approval
-        for approval in ToolApproval.objects.filter(
-            run__in=[*settled.values(), *settled_children]
-        ).select_related("decided_by")
-    }
+    approvals = _approvals_by_call([*settled.values(), *settled_children])
     tree, path = shown_path(session)
     messages = messages_in_order(path)
     on_path = runs_on_path(tree, path, settled.values())
@@ -338,6 +329,21 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
         status=SessionLaneMixin().get_status(session),
         can_post=actor.can(Role.MEMBER) and (session.created_by_id == actor.user_id or actor.can(Role.ADMIN)),
     )
+
+
+def _replay_start(session: Session, lane: list[Run]) -> int:
+    """The seq the page's live replay starts after: before the first event of a run still in the
+    lane, else the session's latest (the page renders everything up to it)."""
+    last_seq: int = Session.objects.filter(pk=session.pk).values_list("last_event_seq", flat=True).get()
+    if not lane:
+        return last_seq
+    first = RunEvent.objects.filter(run__in=lane).aggregate(first=Min("seq"))["first"]
+    return min(last_seq, first - 1) if first is not None else last_seq
+
+
+def _approvals_by_call(runs: list[Run]) -> dict[str, ToolApproval]:
+    approvals = ToolApproval.objects.filter(run__in=runs).select_related("decided_by")
+    return {approval.tool_call_id: approval for approval in approvals}
 
 
 def _add_pending_answers(turns: list[Turn], tree: ConversationTree, lane: list[Run]) -> None:
