@@ -38,6 +38,16 @@ def next_runnable_run_id(session_id: UUID) -> UUID | None:
     return first[0]
 
 
+def lane_status(lane: list[Run]) -> str:
+    """What a session's lane (its active and queued runs, oldest first) is doing now: idle,
+    queued, running, awaiting_approval or awaiting_input."""
+    active = [run for run in lane if run.status != RunStatus.QUEUED]
+    if active:
+        waiting = active[0].status in (RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_INPUT)
+        return str(active[0].status) if waiting else "running"
+    return "queued" if lane else "idle"
+
+
 def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     """Take the run with a lease, if it is next in its lane: queued → planning, and on to
     executing unless it plans first (``plans_first``), in one transaction.

@@ -16,12 +16,12 @@ from django.http import Http404
 from files.artifacts import artifacts_by_run
 from files.citations import citations_by_run, cited_in, citing_run_ids
 from sessions.branches import BranchInfo, ConversationTree, messages_in_order, shown_path
+from sessions.lane import lane_status
 from sessions.models import Message, MessageRole, Run, RunEvent, Session, ToolApproval, UserQuestion
 from sessions.selectors import (
     message_list_for_session,
     session_get_for_actor,
 )
-from sessions.serializers import SessionLaneMixin
 from sessions.state import TERMINAL_RUN_STATUSES
 from tenants.actors import Actor
 from tenants.models import Role
@@ -92,6 +92,8 @@ class Turn:
     branch: BranchInfo | None = None
     # An answer still in the lane, rendered empty for the page's script to fill (a regenerate).
     is_live: bool = False
+    # Its run was retried: the retry's turn offers Retry, not this one.
+    has_retry: bool = False
 
     @property
     def attachment_ids(self) -> str:
@@ -112,11 +114,7 @@ class Turn:
 
     @property
     def is_retryable(self) -> bool:
-        return (
-            self.run is not None
-            and self.run.status in RETRYABLE_STATUSES
-            and not getattr(self.run, "has_retry", False)
-        )
+        return self.run is not None and self.run.status in RETRYABLE_STATUSES and not self.has_retry
 
 
 @dataclass(frozen=True)
@@ -286,9 +284,6 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     or replayed with it while it is still in the lane.
     """
     runs = list(Run.objects.filter(session=session).order_by("created_at"))
-    retried = {run.retry_of_id for run in runs if run.retry_of_id}
-    for run in runs:
-        run.has_retry = run.pk in retried  # type: ignore[attr-defined]
     top_level = {run.pk: run for run in runs if run.parent_run_id is None}
     settled = {run.pk: run for run in top_level.values() if run.status in TERMINAL_RUN_STATUSES}
     lane = [run for run in top_level.values() if run.pk not in settled]
@@ -319,14 +314,16 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
             turn.run = lane_by_id[turn.message.run_id]
     off_branch = off_branch_runs(tree, path, lane)
     _add_pending_answers(turns, tree, [run for run in lane if run not in off_branch])
-    session.lane_runs = lane  # type: ignore[attr-defined]
+    retried = {run.retry_of_id for run in runs if run.retry_of_id}
+    for turn in turns:
+        turn.has_retry = turn.run is not None and turn.run.pk in retried
     return ChatTranscript(
         turns=turns,
         lane_runs=lane,
         after_seq=max(after_seq, 0),
         settled_run_ids=sorted({str(run_id) for run_id in replayed_settled}),
         off_branch_run_ids=[str(run.pk) for run in off_branch],
-        status=SessionLaneMixin().get_status(session),
+        status=lane_status(lane),
         can_post=actor.can(Role.MEMBER) and (session.created_by_id == actor.user_id or actor.can(Role.ADMIN)),
     )
 

@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from billing.costs import calls_cost
 from core.api.serializers import StrictSerializer, not_blank
+from sessions.lane import lane_status
 from sessions.models import Run, Session
 
 
@@ -15,13 +16,7 @@ def _lane(session: Session) -> list[Run]:
 
 class SessionLaneMixin:
     def get_status(self, session: Session) -> str:
-        """idle, queued, running, awaiting_approval or awaiting_input: what the lane is doing now."""
-        lane = _lane(session)
-        active = [run for run in lane if run.status != "queued"]
-        if active:
-            waiting = active[0].status in ("awaiting_approval", "awaiting_input")
-            return active[0].status if waiting else "running"
-        return "queued" if lane else "idle"
+        return lane_status(_lane(session))
 
     def get_active_run(self, session: Session) -> str | None:
         active = [run for run in _lane(session) if run.status != "queued"]

@@ -2,6 +2,7 @@
 
 import json
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -197,6 +198,26 @@ def test_a_failed_run_shows_its_error_and_a_retry_button(world: World, client_fo
     assert "llm error" in body
     assert f'action="/runs/{world.run_a.pk}/retry/"' in body
     assert f'action="/runs/{world.run_a.pk}/retry/"' not in viewer_body
+
+
+def test_a_retried_run_offers_retry_only_on_its_retry(world: World, client_for: ClientFor) -> None:
+    # Both runs failed before answering: each shows how it ended, after the question.
+    Message.objects.filter(run=world.run_a).exclude(role=MessageRole.USER).delete()
+    world.run_a.status = RunStatus.FAILED
+    world.run_a.stop_reason = "llm_error"
+    world.run_a.error = "The provider answered 529 overloaded."
+    world.run_a.save()
+    retry = Run.objects.get(pk=world.run_a.pk)
+    retry.pk = uuid.uuid4()
+    retry.retry_of = world.run_a
+    retry.error = "Still overloaded."
+    retry.save(force_insert=True)
+
+    body = client_for(world.cast.bob).get(f"/chat/{world.session_a.pk}/").content.decode()
+
+    assert "The provider answered 529 overloaded." in body
+    assert "Still overloaded." in body
+    assert re.findall(r'action="/runs/([^/]+)/retry/"', body) == [str(retry.pk)]
 
 
 def test_a_denied_approval_shows_on_its_card(world: World, client_for: ClientFor) -> None:
