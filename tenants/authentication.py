@@ -7,7 +7,6 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from audit.context import audit_context_use_api_key
-from core.api.throttling import token_ident
 from tenants.api_keys import secret_matches, split_key
 from tenants.models import ApiKey
 
@@ -52,7 +51,6 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         api_key = authenticate_api_key(token)
         if api_key is None:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked API key.")
-        api_key.rate_limit_ident = token_ident(token)
         audit_context_use_api_key(user=api_key.created_by, api_key_prefix=api_key.prefix)
         return api_key.created_by, api_key
 

@@ -87,9 +87,6 @@ class ApiKey(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
-    # Not a column: the rate limit's bucket for the request's token (core.api.throttling).
-    rate_limit_ident: str
-
     class Meta:
         ordering = ["-created_at"]
         verbose_name = "API key"

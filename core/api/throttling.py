@@ -8,11 +8,10 @@ weighted by how much of it still overlaps the sliding window (the usual sliding-
 counter). A request counts as soon as it arrives, refused or not: a client that keeps
 hammering stays limited.
 
-An API key's requests are counted under its token's digest (``token_ident``), which, unlike
-the key's public prefix, cannot be spent by someone who has seen only the prefix.
+Throttling runs after authentication: a request with a wrong secret is refused (401) before it
+is counted, so no one spends the allowance of a key whose prefix alone they have seen.
 """
 
-import hashlib
 import math
 from typing import Any
 
@@ -21,11 +20,6 @@ from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.redis import RedisCache
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
-
-
-def token_ident(token: str) -> str:
-    """The rate limit's bucket for a bearer token (an API key's requests)."""
-    return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
 
 
 class ActorRateThrottle(SimpleRateThrottle):
@@ -40,7 +34,7 @@ class ActorRateThrottle(SimpleRateThrottle):
     def get_cache_key(self, request: Request, view: Any) -> str:
         api_key = getattr(request, "auth", None)
         if api_key is not None and hasattr(api_key, "pk"):
-            ident = getattr(api_key, "rate_limit_ident", None) or f"key:{api_key.pk}"
+            ident = f"key:{api_key.pk}"
         elif request.user and request.user.is_authenticated:
             ident = f"user:{request.user.pk}"
         else:
