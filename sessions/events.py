@@ -21,6 +21,7 @@ from core.redaction import redact_tool_arguments
 from sessions.models import RunEvent, Session
 from sessions.publisher import publish
 from sessions.sequences import next_session_number
+from sessions.statements import insert_rows
 
 logger = logging.getLogger(__name__)
 
@@ -178,8 +179,11 @@ def _publish_all(session_id: UUID, events: list[RunEvent]) -> None:
 def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent]) -> list[RunEvent]:
     last = next_session_number(session_id=session_id, counter="last_event_seq", count=len(events))
     rows = _run_events(session_id, events, sequence_numbers=range(last - len(events) + 1, last + 1))
-    RunEvent.objects.bulk_create(rows)
+    insert_rows(RunEvent, EVENT_COLUMNS, ([getattr(row, name) for name in EVENT_COLUMNS] for row in rows))
     return rows
+
+
+EVENT_COLUMNS = ("session_id", "run_id", "seq", "type", "data", "created_at")
 
 
 def _run_events(

@@ -15,6 +15,7 @@ from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
+from sessions.statements import update_row
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:
@@ -133,7 +134,7 @@ def _place_user_message(run: Run) -> None:
         message.position = next_session_number(session_id=run.session_id, counter="last_message_position")
         if message.parent_id is not None:
             message.parent_id = _end_of_turn(message.parent_id, run=run)
-        message.save(update_fields=["position", "parent"])
+        update_row(Message, message.pk, values={"position": message.position, "parent_id": message.parent_id})
 
 
 def _end_of_turn(message_id: UUID, *, run: Run) -> UUID:

@@ -6,7 +6,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from agents.runtime.types import (
@@ -28,6 +27,7 @@ from sessions.models import Message, MessageRole, Run, Step, StepStatus
 from sessions.run_host import RunHandle
 from sessions.sequences import next_session_number
 from sessions.state import step_transition
+from sessions.statements import update_row
 
 
 def message_role_for(message: ChatMessage) -> str:
@@ -119,15 +119,15 @@ class DjangoRunRecorder:
                 **tokens,
                 **({"cost_micros": cost} if cost is not None else {}),
             )
-            totals: dict[str, Any] = {name: F(name) + value for name, value in tokens.items() if value}
+            totals = {name: value for name, value in tokens.items() if value}
             if step.kind == "model_call":
-                totals["model_calls"] = F("model_calls") + 1
+                totals["model_calls"] = 1
                 if cost is None:
-                    totals["unpriced_model_calls"] = F("unpriced_model_calls") + 1
+                    totals["unpriced_model_calls"] = 1
                 elif cost:
-                    totals["cost_micros"] = F("cost_micros") + cost
+                    totals["cost_micros"] = cost
             if totals:
-                Run.objects.filter(pk=self.run.pk).update(**totals)
+                update_row(Run, self.run.pk, increments=totals)
             self.emit("step.completed", _step_end_data(step))
 
     def _cost(self, step: Step, usage: Usage | None) -> int | None:

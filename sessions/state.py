@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.models import Run, RunStatus, Step, StepStatus
+from sessions.statements import update_row
 
 S = RunStatus
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -89,9 +90,7 @@ def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields:
     is_outermost = not connection.in_atomic_block
     # No savepoint when nested: nothing is written unless the conditional update wins.
     with transaction.atomic(savepoint=False), events_batched():
-        updated = Run.objects.filter(pk=run.pk, status=from_status, version=run.version).update(
-            status=to_status, version=F("version") + 1, **fields
-        )
+        updated = _guarded_update(Run, run.pk, from_status, run.version, to_status, fields)
         if updated == 1:
             _record_transition(run, from_status, to_status, actor=actor, fields=fields)
             if is_outermost:
@@ -99,6 +98,24 @@ def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields:
     if updated != 1:
         raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
     return run
+
+
+def _guarded_update(
+    model: type[Run] | type[Step],
+    pk: Any,
+    from_status: str,
+    version: int,
+    to_status: str,
+    fields: dict[str, Any],
+) -> int:
+    """The transition's one statement: 1 if the row was still at ``from_status`` and ``version``."""
+    return update_row(
+        model,
+        pk,
+        values={"status": to_status, **fields},
+        increments={"version": 1},
+        expected={"status": from_status, "version": version},
+    )
 
 
 def _record_transition(
@@ -139,9 +156,7 @@ def require_step_transition(step: Step, to_status: str) -> None:
 def step_transition(step: Step, to_status: str, **fields: Any) -> Step:
     from_status = step.status
     require_step_transition(step, to_status)
-    updated = Step.objects.filter(pk=step.pk, status=from_status, version=step.version).update(
-        status=to_status, version=F("version") + 1, **fields
-    )
+    updated = _guarded_update(Step, step.pk, from_status, step.version, to_status, fields)
     if updated != 1:
         raise StaleTransition(f"step {step.pk} is no longer {from_status} at version {step.version}")
     step.status = to_status
