@@ -27,7 +27,7 @@ from sessions.models import Message, MessageRole, Run, Step, StepStatus
 from sessions.run_host import RunHandle
 from sessions.sequences import next_session_number
 from sessions.state import step_transition
-from sessions.statements import insert_instance, update_row
+from sessions.statements import update_row
 
 
 def message_role_for(message: ChatMessage) -> str:
@@ -91,7 +91,7 @@ class DjangoRunRecorder:
 
     def start_step(self, *, kind: StepKind, input: dict[str, Any]) -> str:
         with self.batch():
-            step = Step(
+            step = Step.objects.create(
                 run=self.run,
                 index=self._next_step_index,
                 kind=kind,
@@ -100,7 +100,6 @@ class DjangoRunRecorder:
                 tool_call_id=str(input.get("tool_call_id", "")),
                 started_at=timezone.now(),
             )
-            insert_instance(step)
             self._next_step_index += 1
             self._steps[str(step.pk)] = step
             self.emit("step.started", {"step_id": str(step.pk), "index": step.index, "kind": kind})
@@ -152,7 +151,7 @@ class DjangoRunRecorder:
 
     def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
         with self.batch():
-            stored = Message(
+            message_id = Message.objects.create(
                 tenant_id=self.run.tenant_id,
                 session_id=self.run.session_id,
                 parent_id=self._latest_message_id(),
@@ -162,9 +161,8 @@ class DjangoRunRecorder:
                 run=self.run,
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
-            )
-            insert_instance(stored)
-            self._latest_id = stored.pk
+            ).pk
+            self._latest_id = message_id
 
     def _latest_message_id(self) -> Any:
         """The run's newest message, which the next one follows (sessions.branches): its user

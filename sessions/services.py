@@ -28,7 +28,6 @@ from sessions.models import IdempotencyRecord, Message, MessageRole, Run, RunSta
 from sessions.permissions import require_role, require_session_owner_or_admin
 from sessions.selectors import LaneState, lane_state_for
 from sessions.state import ACTIVE_RUN_STATUSES
-from sessions.statements import insert_instance, update_row
 from sessions.tasks import dispatch_on_commit, enqueue_run_on_commit, require_run_queue
 from tenants.actors import Actor
 from tenants.models import Role
@@ -231,7 +230,7 @@ def _insert_message_andqueue_run(
     # between the two are checked at commit).
     run_id = uuid.uuid4()
     message = _new_user_message(session, content, run_id=run_id, parent_id=parent.parent_id)
-    insert_instance(message)
+    message.save(force_insert=True)
     run = queue_run(
         actor=actor, session=session, user_message=message, run_id=run_id, lane_is_idle=lane_is_idle
     )
@@ -240,7 +239,7 @@ def _insert_message_andqueue_run(
         changes["title"] = _title_from(message.text)
     if parent.is_branch_start:
         changes["shown_message_id"] = message.pk
-    update_row(Session, session.pk, values=changes)
+    Session.objects.filter(pk=session.pk).update(**changes)
     return message, run
 
 
@@ -276,7 +275,7 @@ def queue_run(
     run = _new_queued_run(
         actor=actor, session=session, user_message=user_message, run_id=run_id, retry_of=retry_of
     )
-    insert_instance(run)
+    run.save(force_insert=True)
     # On commit, the task goes out before the announcement, which only watchers await.
     _enqueue_on_commit(run, lane_is_idle=lane_is_idle)
     emit_event(session_id=session.pk, run_id=run.pk, event_type="run.queued", data=_queued_data(run))

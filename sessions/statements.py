@@ -61,18 +61,6 @@ def insert_rows(model: type[models.Model], field_names: Sequence[str], rows: Ite
             cursor.execute(statement, [value for row in chunk for value in row])
 
 
-def insert_instance(instance: models.Model) -> None:
-    """Insert a new instance whose primary key is already set (a UUID made in Python), as
-    ``save(force_insert=True)`` would, without its signals; the instance is then saved."""
-    model = type(instance)
-    fields = _insertable_fields(model)
-    insert_rows(
-        model, [field.attname for field in fields], [[field.pre_save(instance, True) for field in fields]]
-    )
-    instance._state.adding = False
-    instance._state.db = connection.alias
-
-
 def advance_counter(model: type[models.Model], pk: Any, column: str, count: int) -> int | None:
     """``UPDATE … SET column = column + count WHERE pk = … RETURNING column``: the new value, or
     None when there is no such row. One statement where the ORM needs an update and a read."""
@@ -92,14 +80,6 @@ def _field(model: type[models.Model], name: str) -> "models.Field[Any, Any]":
     if not isinstance(field, models.Field):
         raise TypeError(f"{model.__name__}.{name} is the reverse side of a relation, not a column")
     return field
-
-
-@cache
-def _insertable_fields(model: type[models.Model]) -> "list[models.Field[Any, Any]]":
-    """Every column, the primary key included: it must come from Python, not the database."""
-    if isinstance(model._meta.pk, models.AutoField | models.BigAutoField | models.SmallAutoField):
-        raise TypeError(f"{model.__name__}'s primary key comes from the database: insert it with the ORM")
-    return list(model._meta.concrete_fields)
 
 
 def _column(model: type[models.Model], name: str) -> str:

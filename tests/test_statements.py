@@ -3,10 +3,8 @@
 import uuid
 from datetime import UTC, datetime
 
-import pytest
-
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
-from sessions.statements import INSERT_CHUNK_ROWS, advance_counter, insert_instance, insert_rows, update_row
+from sessions.statements import INSERT_CHUNK_ROWS, advance_counter, insert_rows, update_row
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent, make_run
 
@@ -90,31 +88,3 @@ def test_a_counter_advances_by_the_count_and_returns_its_new_value(cast: Cast) -
     assert Session.objects.get(pk=run.session_id).last_event_seq == 5
     assert Session.objects.get(pk=other.session_id).last_event_seq == 0
     assert advance_counter(Session, uuid.uuid4(), "last_event_seq", 1) is None
-
-
-def test_an_instance_inserted_reads_back_equal_with_its_creation_time_set_and_saves_as_an_update(
-    cast: Cast,
-) -> None:
-    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
-    message = Message(
-        tenant=cast.tenant_a, session=run.session, run=run, role="assistant", content=[{"type": "text"}]
-    )
-    assert message.created_at is None
-
-    insert_instance(message)
-
-    assert message.created_at is not None
-    assert field_values(Message.objects.get(pk=message.pk)) == field_values(message)
-    message.position = 9
-    message.save()  # an UPDATE: a second INSERT of the same key would fail
-    assert Message.objects.filter(session=run.session).values_list("position", flat=True).get() == 9
-
-
-def test_an_instance_whose_key_comes_from_the_database_is_refused(cast: Cast) -> None:
-    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
-    event = RunEvent(session=run.session, run=run, seq=1, type="run.queued", data={})
-
-    with pytest.raises(TypeError, match="RunEvent's primary key comes from the database"):
-        insert_instance(event)
-
-    assert not RunEvent.objects.filter(session=run.session).exists()
