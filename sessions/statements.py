@@ -1,22 +1,27 @@
-"""The run's most frequent writes, as SQL written once for both databases.
+"""The run's most frequent statements, as SQL written once for both databases.
 
 Why by hand: Django builds every ORM statement anew from its queryset, about half a millisecond
 of Python per UPDATE or INSERT on the machines we measure on, and a run makes a dozen of them
-on its way (its transitions, its steps' ends, its counters, its events). Built once from the
-model's metadata and cached, the same statement costs a fifth of that: `bench/compare.py` in
-docs/benchmarks.md ("Hot writes as SQL written once") has the figures.
+on its way (its transitions, its steps' ends, its counters, its events); a post counts its
+author's quotas with three queries. Built once from the models' metadata and cached, the same
+statement costs a fifth of that: docs/benchmarks.md ("Hot statements as SQL written once") has
+the figures. Everything else is the ORM's.
 
 The SQL is the same on PostgreSQL and SQLite (UPDATE … RETURNING needs SQLite ≥ 3.35). Values
-go through each field's own conversion (``get_db_prep_save``), so they are stored exactly as
-the ORM stores them. Nothing here sends signals or runs ``save()``: like ``QuerySet.update`` and
-``bulk_create``, which these statements replace.
+go through each field's own conversion (``get_db_prep_save``), so they are stored and compared
+exactly as the ORM would. Nothing here sends signals or runs ``save()``: like ``QuerySet.update``
+and ``bulk_create``, which these statements replace.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 from django.db import connection, models
+
+from sessions.models import Run, Step
 
 # Rows per INSERT: far below SQLite's limit on bound values.
 INSERT_CHUNK_ROWS = 100
@@ -71,6 +76,31 @@ def advance_counter(model: type[models.Model], pk: Any, column: str, count: int)
     return None if row is None else int(row[0])
 
 
+@dataclass(frozen=True)
+class QuotaCounts:
+    """What a post's quotas (tenants.quotas) count, read together."""
+
+    active_runs: int  # the author's runs in the given statuses
+    recent_runs: int  # the author's runs created after ``since``
+    recent_tokens: int  # input + output tokens of the tenant's steps finished after ``since``
+
+
+def quota_counts(
+    *, tenant_id: Any, user_id: Any, since: datetime, active_statuses: Collection[str]
+) -> QuotaCounts:
+    """The three counts in one statement of three subqueries."""
+    statement = _quota_statement(len(active_statuses))
+    tenant = _field(Run, "tenant_id").get_db_prep_save(tenant_id, connection)
+    user = _field(Run, "created_by_id").get_db_prep_save(user_id, connection)
+    run_since = _field(Run, "created_at").get_db_prep_save(since, connection)
+    step_since = _field(Step, "finished_at").get_db_prep_save(since, connection)
+    params = [tenant, user, *active_statuses, tenant, user, run_since, tenant, step_since]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        active, recent, tokens = cursor.fetchone()
+    return QuotaCounts(active_runs=int(active), recent_runs=int(recent), recent_tokens=int(tokens))
+
+
 def _prepared(model: type[models.Model], items: Iterable[tuple[str, Any]]) -> list[Any]:
     return [_field(model, name).get_db_prep_save(value, connection) for name, value in items]
 
@@ -112,6 +142,23 @@ def _insert_statement(model: type[models.Model], field_names: tuple[str, ...], r
     columns = ", ".join(_column(model, name) for name in field_names)
     row = "(" + ", ".join(["%s"] * len(field_names)) + ")"
     return f"INSERT INTO {_table(model)} ({columns}) VALUES {', '.join([row] * row_count)}"  # noqa: S608
+
+
+@cache
+def _quota_statement(status_count: int) -> str:
+    runs, steps = _table(Run), _table(Step)
+    tenant, author = _column(Run, "tenant_id"), _column(Run, "created_by_id")
+    statuses = ", ".join(["%s"] * status_count)
+    tokens = f"{steps}.{_column(Step, 'input_tokens')} + {steps}.{_column(Step, 'output_tokens')}"
+    step_run, run_id = f"{steps}.{_column(Step, 'run_id')}", f"{runs}.{_column(Run, 'id')}"
+    return (
+        f"SELECT (SELECT COUNT(*) FROM {runs} WHERE {tenant} = %s AND {author} = %s "  # noqa: S608
+        f"AND {_column(Run, 'status')} IN ({statuses})), "
+        f"(SELECT COUNT(*) FROM {runs} WHERE {tenant} = %s AND {author} = %s "
+        f"AND {_column(Run, 'created_at')} > %s), "
+        f"(SELECT COALESCE(SUM({tokens}), 0) FROM {steps} INNER JOIN {runs} ON {step_run} = {run_id} "
+        f"WHERE {runs}.{tenant} = %s AND {steps}.{_column(Step, 'finished_at')} > %s)"
+    )
 
 
 @cache

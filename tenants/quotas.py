@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from sessions.models import Run, Step
 from sessions.state import ACTIVE_RUN_STATUSES
+from sessions.statements import quota_counts
 from tenants.actors import Actor
 from tenants.limits import tenant_limit
 from tenants.models import Tenant
@@ -46,10 +47,22 @@ class QuotaExceeded(Exception):
 
 
 def check_post_message_quotas(*, actor: Actor) -> None:
-    """Raise QuotaExceeded when posting a message now would go over any of the actor's limits."""
-    check_active_runs(actor=actor)
-    check_message_rate(actor=actor)
-    check_model_token_rate(tenant=actor.tenant)
+    """Raise QuotaExceeded when posting a message now would go over any of the actor's limits.
+
+    One statement counts all three; only a limit reached reads more (when to retry).
+    """
+    counts = quota_counts(
+        tenant_id=actor.tenant.pk,
+        user_id=actor.user_id,
+        since=timezone.now() - RATE_WINDOW,
+        active_statuses=sorted(ACTIVE_RUN_STATUSES),
+    )
+    if counts.active_runs >= _positive_limit(actor.tenant, "active_runs_per_user"):
+        check_active_runs(actor=actor)
+    if counts.recent_runs >= _positive_limit(actor.tenant, "messages_per_minute_per_user"):
+        check_message_rate(actor=actor)
+    if counts.recent_tokens >= _positive_limit(actor.tenant, "model_tokens_per_minute"):
+        check_model_token_rate(tenant=actor.tenant)
 
 
 def check_message_rate(*, actor: Actor) -> None:

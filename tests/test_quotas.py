@@ -11,9 +11,12 @@ from django.utils import timezone
 from core.api.errors import api_exception_handler
 from core.api.quota_errors import QuotaThrottled
 from sessions.models import Run, RunStatus, Session, Step, StepKind, StepStatus
+from sessions.state import ACTIVE_RUN_STATUSES
+from sessions.statements import QuotaCounts, quota_counts
 from tenants.actors import Actor
 from tenants.models import Role, Tenant
 from tenants.quotas import (
+    RATE_WINDOW,
     QuotaExceeded,
     check_active_runs,
     check_message_rate,
@@ -310,6 +313,31 @@ def test_post_message_quotas_enforce_each_limit(cast: Cast, limits: dict[str, in
         check_post_message_quotas(actor=actor_for(cast.bob, cast.tenant_a))
 
     assert raised.value.message == message
+
+
+def test_one_statement_counts_only_the_authors_runs_and_the_tenants_steps_in_the_window(cast: Cast) -> None:
+    make_run(cast.tenant_a, cast.bob, status=RunStatus.EXECUTING, seconds_ago=30)
+    make_run(cast.tenant_a, cast.bob, status=RunStatus.AWAITING_APPROVAL, seconds_ago=90)
+    make_run(cast.tenant_a, cast.bob, status=RunStatus.QUEUED, seconds_ago=59)
+    counted = make_run(cast.tenant_a, cast.bob, seconds_ago=10)
+    make_step(counted, input_tokens=300, output_tokens=40, seconds_ago=59)
+    make_step(counted, input_tokens=7, output_tokens=0, seconds_ago=61)
+    make_step(counted, input_tokens=5, output_tokens=5, seconds_ago=None)
+    others = make_run(cast.tenant_a, cast.alice, status=RunStatus.EXECUTING, seconds_ago=5)
+    make_step(others, input_tokens=1_000, output_tokens=2, seconds_ago=1)
+    foreign = make_run(cast.tenant_b, cast.carol, status=RunStatus.EXECUTING, seconds_ago=5)
+    make_step(foreign, input_tokens=50_000, output_tokens=0, seconds_ago=1)
+
+    counts = quota_counts(
+        tenant_id=cast.tenant_a.pk,
+        user_id=cast.bob.pk,
+        since=NOW - RATE_WINDOW,
+        active_statuses=sorted(ACTIVE_RUN_STATUSES),
+    )
+
+    # Bob's executing and awaiting runs; his three runs of the last minute; the tenant's steps
+    # that finished in it (Alice's included, Carol's tenant not).
+    assert counts == QuotaCounts(active_runs=2, recent_runs=3, recent_tokens=300 + 40 + 1_000 + 2)
 
 
 @pytest.mark.parametrize("value", [0, -1, "20", True, None])

@@ -392,10 +392,10 @@ def test_session_list_uses_a_constant_number_of_queries(cast: Cast, bob_api: API
         # the conversation's tree once, for the end of the branch shown and its message's siblings
         # (1), a run its branch's path (1). A claim reads its run and locks its session in one
         # statement (1).
-        ("hello there", {"postgresql": (16, 39), "sqlite": (17, 39)}),
+        ("hello there", {"postgresql": (14, 39), "sqlite": (15, 39)}),
         # model call → calculator → model call; the calculator is read-only and quick, so on
         # PostgreSQL its start is stored with its end (sessions.recorder: held steps)
-        ("What is 12*7?", {"postgresql": (16, 65), "sqlite": (17, 65)}),
+        ("What is 12*7?", {"postgresql": (14, 65), "sqlite": (15, 65)}),
     ],
     ids=["plain", "one tool call"],
 )
@@ -405,7 +405,7 @@ def test_posting_and_running_a_message_take_a_fixed_number_of_statements(
 ) -> None:
     """The hot path's reads and writes, counted: a change that adds one shows up here.
 
-    The same ORM statements on both databases; SQLite's transactions send BEGIN as a statement
+    The same statements on both databases; SQLite's transactions send BEGIN as a statement
     of their own (PostgreSQL's go with the first statement).
     """
     agent = make_agent(tenant=cast.tenant_a, model_provider="offline")
