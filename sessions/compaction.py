@@ -20,7 +20,6 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.model_clients import model_client_for
 from agents.runtime.compaction import (
@@ -46,6 +45,7 @@ from sessions.branches import run_context_path, shown_path
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
+from sessions.statements import latest_snapshot, placed_messages
 from tenants.actors import Actor
 from tenants.models import Role
 from tools.registry import RunToolset
@@ -58,48 +58,34 @@ ABANDONED_RUN_STATUSES = [RunStatus.FAILED, RunStatus.TIMEOUT]
 # --- The context of later runs ------------------------------------------------------------------------
 
 
-def _abandoned_run(run_field: str) -> Q:
-    """Rows of runs whose answers left the context: failed, timed out, or retried."""
-    retried = Run.objects.filter(retry_of_id=OuterRef(f"{run_field}_id"))
-    return Q(**{f"{run_field}__status__in": ABANDONED_RUN_STATUSES}) | Q(Exists(retried))
-
-
 # The (id, position) of each placed message on a branch, from the conversation's start.
 ContextPath = list[tuple[UUID, int]]
 
 
-def latest_compaction(
-    *, session_id: UUID, path_positions: Collection[int] | None = None
-) -> CompactionSnapshot | None:
+def latest_compaction(*, session_id: UUID, path_positions: Collection[int]) -> CompactionSnapshot | None:
     """The snapshot the context starts from, if any: of the branch through ``path_positions``
-    (position 0, before the first message, is on every branch), else of the whole session."""
-    snapshots = CompactionSnapshot.objects.filter(
-        session_id=session_id, replaces_up_to_position__isnull=False
-    )
-    if path_positions is not None:
-        snapshots = snapshots.filter(replaces_up_to_position__in=[0, *path_positions])
-    return (
-        snapshots.exclude(_abandoned_run("run")).order_by("-created_at", "-replaces_up_to_position").first()
+    (position 0, before the first message, is on every branch)."""
+    return latest_snapshot(
+        session_id=session_id, positions=[0, *path_positions], abandoned_statuses=ABANDONED_RUN_STATUSES
     )
 
 
 def context_messages(
-    *, session_id: UUID, after_position: int | None, path_ids: Collection[UUID] | None = None
-) -> QuerySet[Message]:
-    """Stored messages in the model's context after ``after_position``, in transcript order:
-    those of ``path_ids`` (a branch) when given.
+    *, session_id: UUID, after_position: int | None, path_ids: Collection[UUID]
+) -> list[Message]:
+    """Stored messages of a branch (``path_ids``) in the model's context after ``after_position``,
+    in transcript order, with their role, content and position.
 
     Queued messages have no position yet. Answers of runs that failed, timed out or were retried
-    stay stored but leave the context: they may end mid-turn, and a retry answers afresh.
+    stay stored but leave the context: they may end mid-turn, and a retry answers afresh. A branch
+    holds no executor's messages: executor runs keep their own transcripts.
     """
-    messages = Message.objects.filter(session_id=session_id, position__isnull=False)
-    if path_ids is not None:
-        messages = messages.filter(pk__in=list(path_ids))
-    if after_position is not None:
-        messages = messages.filter(position__gt=after_position)
-    # Executor runs keep their own transcripts: only the planner's answer joins the session's.
-    messages = messages.exclude(run__parent_run__isnull=False)
-    return messages.exclude(_abandoned_run("run") & ~Q(role=MessageRole.USER)).order_by("position")
+    return placed_messages(
+        session_id=session_id,
+        ids=path_ids,
+        after_position=after_position,
+        abandoned_statuses=ABANDONED_RUN_STATUSES,
+    )
 
 
 def chat_message_for(message: Message) -> ChatMessage:
@@ -133,11 +119,7 @@ def path_transcript(*, session_id: UUID, path: ContextPath) -> list[ChatMessage]
         after_position=snapshot.replaces_up_to_position if snapshot else None,
         path_ids=[message_id for message_id, _position in path],
     )
-    transcript = [
-        chat_message_for(message)
-        for message in messages.only("role", "content")
-        if message.role != MessageRole.SYSTEM
-    ]
+    transcript = [chat_message_for(message) for message in messages if message.role != MessageRole.SYSTEM]
     transcript = with_attachments_resolved(transcript, session_id=session_id)
     if snapshot is None:
         return transcript
@@ -193,15 +175,18 @@ def _replaced_up_to(*, session: Session, kept_tail: list[ChatMessage], path: Con
     """
     session_id = session.pk
     snapshot = latest_compaction(session_id=session_id, path_positions=[position for _id, position in path])
-    stored = context_messages(
-        session_id=session_id,
-        after_position=snapshot.replaces_up_to_position if snapshot else None,
-        path_ids=[message_id for message_id, _position in path],
-    ).exclude(role=MessageRole.SYSTEM)
+    stored = [
+        message
+        for message in context_messages(
+            session_id=session_id,
+            after_position=snapshot.replaces_up_to_position if snapshot else None,
+            path_ids=[message_id for message_id, _position in path],
+        )
+        if message.role != MessageRole.SYSTEM
+    ]
     if not kept_tail:
-        last = stored.last()
-        return last.position if last is not None else None
-    newest = list(stored.order_by("-position")[: len(kept_tail)])[::-1]
+        return stored[-1].position if stored else None
+    newest = stored[-len(kept_tail) :]
     as_stored = [chat_message_for(message) for message in newest]
     if with_attachments_resolved(as_stored, session_id=session_id) != kept_tail:
         logger.warning("session %s: compacted context does not match the stored messages", session_id)

@@ -21,10 +21,44 @@ from typing import Any
 
 from django.db import connection, models
 
-from sessions.models import Run, Step
+from sessions.models import CompactionSnapshot, Message, MessageRole, Run, Session, Step
 
 # Rows per INSERT: far below SQLite's limit on bound values.
 INSERT_CHUNK_ROWS = 100
+
+# The reads below are written out with their tables' names; the tests run them on both databases.
+QUOTA_COUNTS = """
+SELECT
+  (SELECT COUNT(*) FROM agent_sessions_run
+    WHERE tenant_id = %s AND created_by_id = %s AND status IN ({statuses})),
+  (SELECT COUNT(*) FROM agent_sessions_run
+    WHERE tenant_id = %s AND created_by_id = %s AND created_at > %s),
+  (SELECT COALESCE(SUM(step.input_tokens + step.output_tokens), 0)
+     FROM agent_sessions_step step JOIN agent_sessions_run run ON step.run_id = run.id
+    WHERE run.tenant_id = %s AND step.finished_at > %s)
+"""
+# A run whose answers left the context: it failed, timed out or was retried.
+RUN_IS_ABANDONED = """
+  run.status IN ({abandoned})
+  OR EXISTS (SELECT 1 FROM agent_sessions_run retry WHERE retry.retry_of_id = run.id)
+"""
+LATEST_SNAPSHOT = """
+SELECT snapshot.* FROM agent_sessions_compactionsnapshot snapshot
+  LEFT JOIN agent_sessions_run run ON snapshot.run_id = run.id
+ WHERE snapshot.session_id = %s AND snapshot.replaces_up_to_position IN ({positions})
+   AND NOT (run.id IS NOT NULL AND ({run_is_abandoned}))
+ ORDER BY snapshot.created_at DESC, snapshot.replaces_up_to_position DESC
+ LIMIT 1
+"""
+PLACED_MESSAGES = """
+SELECT message.id, message.role, message.content, message.position
+  FROM agent_sessions_message message
+  LEFT JOIN agent_sessions_run run ON message.run_id = run.id
+ WHERE message.session_id = %s AND message.position IS NOT NULL AND message.id IN ({ids})
+   AND message.position > %s
+   AND NOT (message.role <> %s AND run.id IS NOT NULL AND ({run_is_abandoned}))
+ ORDER BY message.position
+"""
 
 
 def update_row(
@@ -89,7 +123,7 @@ def quota_counts(
     *, tenant_id: Any, user_id: Any, since: datetime, active_statuses: Collection[str]
 ) -> QuotaCounts:
     """The three counts in one statement of three subqueries."""
-    statement = _quota_statement(len(active_statuses))
+    statement = QUOTA_COUNTS.format(statuses=_placeholders(len(active_statuses)))
     tenant = _field(Run, "tenant_id").get_db_prep_save(tenant_id, connection)
     user = _field(Run, "created_by_id").get_db_prep_save(user_id, connection)
     run_since = _field(Run, "created_at").get_db_prep_save(since, connection)
@@ -99,6 +133,48 @@ def quota_counts(
         cursor.execute(statement, params)
         active, recent, tokens = cursor.fetchone()
     return QuotaCounts(active_runs=int(active), recent_runs=int(recent), recent_tokens=int(tokens))
+
+
+def latest_snapshot(
+    *, session_id: Any, positions: Collection[int], abandoned_statuses: Collection[str]
+) -> CompactionSnapshot | None:
+    """The newest snapshot of the session that replaces the context up to one of ``positions``,
+    unless its run was abandoned (ended in ``abandoned_statuses``, or retried)."""
+    statement = LATEST_SNAPSHOT.format(
+        positions=_placeholders(len(positions)), run_is_abandoned=_run_is_abandoned(len(abandoned_statuses))
+    )
+    params = [_key(Session, session_id), *positions, *abandoned_statuses]
+    return next(iter(CompactionSnapshot.objects.raw(statement, params)), None)
+
+
+def placed_messages(
+    *, session_id: Any, ids: Collection[Any], after_position: int | None, abandoned_statuses: Collection[str]
+) -> list[Message]:
+    """The session's placed messages among ``ids`` (a branch of the conversation, which holds no
+    executor's messages: sessions.branches) after ``after_position``, by position, with their id,
+    role, content and position; the answers (anything but the user's messages) of abandoned runs
+    are left out, as ``latest_snapshot`` says abandoned."""
+    if not ids:
+        return []
+    statement = PLACED_MESSAGES.format(
+        ids=_placeholders(len(ids)), run_is_abandoned=_run_is_abandoned(len(abandoned_statuses))
+    )
+    params = [_key(Session, session_id), *(_key(Message, message_id) for message_id in ids)]
+    # Positions start at 1: after -1 is from the start.
+    params += [-1 if after_position is None else after_position, MessageRole.USER, *abandoned_statuses]
+    return list(Message.objects.raw(statement, params))
+
+
+def _run_is_abandoned(status_count: int) -> str:
+    return RUN_IS_ABANDONED.format(abandoned=_placeholders(status_count))
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def _key(model: type[models.Model], pk: Any) -> Any:
+    return model._meta.pk.get_db_prep_value(pk, connection)
 
 
 def _prepared(model: type[models.Model], items: Iterable[tuple[str, Any]]) -> list[Any]:
@@ -142,23 +218,6 @@ def _insert_statement(model: type[models.Model], field_names: tuple[str, ...], r
     columns = ", ".join(_column(model, name) for name in field_names)
     row = "(" + ", ".join(["%s"] * len(field_names)) + ")"
     return f"INSERT INTO {_table(model)} ({columns}) VALUES {', '.join([row] * row_count)}"  # noqa: S608
-
-
-@cache
-def _quota_statement(status_count: int) -> str:
-    runs, steps = _table(Run), _table(Step)
-    tenant, author = _column(Run, "tenant_id"), _column(Run, "created_by_id")
-    statuses = ", ".join(["%s"] * status_count)
-    tokens = f"{steps}.{_column(Step, 'input_tokens')} + {steps}.{_column(Step, 'output_tokens')}"
-    step_run, run_id = f"{steps}.{_column(Step, 'run_id')}", f"{runs}.{_column(Run, 'id')}"
-    return (
-        f"SELECT (SELECT COUNT(*) FROM {runs} WHERE {tenant} = %s AND {author} = %s "  # noqa: S608
-        f"AND {_column(Run, 'status')} IN ({statuses})), "
-        f"(SELECT COUNT(*) FROM {runs} WHERE {tenant} = %s AND {author} = %s "
-        f"AND {_column(Run, 'created_at')} > %s), "
-        f"(SELECT COALESCE(SUM({tokens}), 0) FROM {steps} INNER JOIN {runs} ON {step_run} = {run_id} "
-        f"WHERE {runs}.{tenant} = %s AND {steps}.{_column(Step, 'finished_at')} > %s)"
-    )
 
 
 @cache

@@ -4,6 +4,7 @@ import json
 from typing import Any
 
 import pytest
+from django.db.models import Exists, OuterRef, Q
 from rest_framework.test import APIClient
 
 from agents.runtime.compaction import (
@@ -17,7 +18,7 @@ from agents.runtime.compaction import (
 from agents.runtime.types import ChatMessage
 from billing.models import CreditAccount, ModelPrice
 from billing.services import credits_grant
-from sessions.compaction import chat_message_for, context_messages, latest_compaction, session_transcript
+from sessions.compaction import ABANDONED_RUN_STATUSES, chat_message_for, session_transcript
 from sessions.models import CompactionSnapshot, Message, Run, RunEvent, Session, Step
 from sessions.recorder import message_role_for
 from sessions.sequences import next_session_number
@@ -501,12 +502,27 @@ def test_admins_compact_any_session_of_their_tenant(
 # --- The transcript's statements ----------------------------------------------------------------
 
 
+def _abandoned_run() -> Q:
+    """Rows of runs whose answers left the context: failed, timed out, or retried."""
+    retried = Run.objects.filter(retry_of_id=OuterRef("run_id"))
+    return Q(run__status__in=ABANDONED_RUN_STATUSES) | Q(Exists(retried))
+
+
 def _orm_transcript(session_id: Any) -> list[ChatMessage]:
-    """The transcript as the ORM selects it (``latest_compaction`` and ``context_messages``)."""
-    snapshot = latest_compaction(session_id=session_id)
-    stored = context_messages(
-        session_id=session_id, after_position=snapshot.replaces_up_to_position if snapshot else None
+    """The whole session's transcript (one branch here) as the ORM selects it: the oracle for
+    sessions.statements' ``latest_snapshot`` and ``placed_messages``."""
+    snapshot = (
+        CompactionSnapshot.objects.filter(session_id=session_id, replaces_up_to_position__isnull=False)
+        .exclude(_abandoned_run())
+        .order_by("-created_at", "-replaces_up_to_position")
+        .first()
     )
+    stored = Message.objects.filter(session_id=session_id, position__isnull=False).exclude(
+        run__parent_run__isnull=False
+    )
+    if snapshot is not None:
+        stored = stored.filter(position__gt=snapshot.replaces_up_to_position)
+    stored = stored.exclude(_abandoned_run() & ~Q(role="user")).order_by("position")
     transcript = [chat_message_for(message) for message in stored if message.role != "system"]
     return with_note(compaction_note(snapshot.summary), transcript) if snapshot else transcript
 
