@@ -7,7 +7,7 @@ django-q2 task is only the nudge that makes a worker look.
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Q, Subquery
+from django.db.models import Case, Q, Subquery, When
 from django.utils import timezone
 
 from sessions.events import emit_event, events_batched
@@ -15,7 +15,7 @@ from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
-from sessions.statements import session_runs_in, update_row
+from sessions.statements import update_row
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:
@@ -23,7 +23,20 @@ def next_runnable_run_id(session_id: UUID) -> UUID | None:
 
     Executor child runs (``parent_run``) are outside the lane: their parent holds it.
     """
-    return runs_to_dispatch(session_id)[1]
+    # One query: an active run sorts first, else the oldest queued one.
+    first = (
+        Run.objects.filter(
+            session_id=session_id,
+            parent_run__isnull=True,
+            status__in=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED],
+        )
+        .order_by(Case(When(status=RunStatus.QUEUED, then=1), default=0), "created_at", "id")
+        .values_list("id", "status")
+        .first()
+    )
+    if first is None or first[1] != RunStatus.QUEUED:
+        return None
+    return first[0]
 
 
 def lane_status(lane: list[Run]) -> str:
@@ -146,13 +159,19 @@ def _end_of_turn(message_id: UUID, *, run: Run) -> UUID:
 
 
 def runs_to_dispatch(session_id: UUID) -> tuple[list[UUID], UUID | None]:
-    """In one statement: the session's queued executor runs (they start at once, beside their
-    parent) and its lane's next run: the oldest queued one, unless a run of the lane is active."""
-    rows = session_runs_in(session_id, statuses=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED])
-    children = [
-        run_id for run_id, status, parent_id in rows if parent_id is not None and status == RunStatus.QUEUED
-    ]
+    """In one query: the session's queued executor runs (they start at once, beside their parent)
+    and its lane's next run, as ``next_runnable_run_id`` picks it."""
+    rows = list(
+        Run.objects.filter(session_id=session_id)
+        .filter(
+            Q(parent_run__isnull=False, status=RunStatus.QUEUED)
+            | Q(parent_run__isnull=True, status__in=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED])
+        )
+        .order_by("created_at", "id")
+        .values_list("id", "status", "parent_run_id")
+    )
+    children = [run_id for run_id, _status, parent_id in rows if parent_id is not None]
     lane = [(run_id, status) for run_id, status, parent_id in rows if parent_id is None]
-    if not lane or any(status in ACTIVE_RUN_STATUSES for _run_id, status in lane):
+    if any(status in ACTIVE_RUN_STATUSES for _run_id, status in lane) or not lane:
         return children, None
     return children, lane[0][0]

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
-from uuid import UUID
 
 from django.db import connection, models
 
@@ -37,11 +36,6 @@ SELECT
   (SELECT COALESCE(SUM(step.input_tokens + step.output_tokens), 0)
      FROM agent_sessions_step step JOIN agent_sessions_run run ON step.run_id = run.id
     WHERE run.tenant_id = %s AND step.finished_at > %s)
-"""
-SESSION_RUNS_IN = """
-SELECT id, status, parent_run_id FROM agent_sessions_run
- WHERE session_id = %s AND status IN ({statuses})
- ORDER BY created_at, id
 """
 # A run whose answers left the context: it failed, timed out or was retried.
 RUN_IS_ABANDONED = """
@@ -139,16 +133,6 @@ def quota_counts(
         cursor.execute(statement, params)
         active, recent, tokens = cursor.fetchone()
     return QuotaCounts(active_runs=int(active), recent_runs=int(recent), recent_tokens=int(tokens))
-
-
-def session_runs_in(session_id: Any, *, statuses: Collection[str]) -> list[tuple[UUID, str, UUID | None]]:
-    """(id, status, parent run's id) of the session's runs in ``statuses``, oldest first."""
-    statement = SESSION_RUNS_IN.format(statuses=_placeholders(len(statuses)))
-    with connection.cursor() as cursor:
-        cursor.execute(statement, [_key(Session, session_id), *statuses])
-        rows = cursor.fetchall()
-    as_uuid = Run._meta.pk.to_python  # SQLite hands back text
-    return [(as_uuid(run_id), status, as_uuid(parent_id)) for run_id, status, parent_id in rows]
 
 
 def latest_snapshot(

@@ -1,10 +1,10 @@
 """sessions.statements: the hand-written hot writes store what the ORM would store, on both databases."""
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
-from sessions.statements import INSERT_CHUNK_ROWS, advance_counter, insert_rows, session_runs_in, update_row
+from sessions.statements import INSERT_CHUNK_ROWS, advance_counter, insert_rows, update_row
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent, make_run
 
@@ -88,23 +88,3 @@ def test_a_counter_advances_by_the_count_and_returns_its_new_value(cast: Cast) -
     assert Session.objects.get(pk=run.session_id).last_event_seq == 5
     assert Session.objects.get(pk=other.session_id).last_event_seq == 0
     assert advance_counter(Session, uuid.uuid4(), "last_event_seq", 1) is None
-
-
-def test_a_sessions_runs_in_the_given_statuses_come_oldest_first_with_their_ids_as_uuids(cast: Cast) -> None:
-    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice, status=RunStatus.EXECUTING)
-    fields = {"tenant": cast.tenant_a, "session": run.session, "agent": run.agent, "created_by": cast.alice}
-    queued = Run.objects.create(**fields, status=RunStatus.QUEUED)
-    Run.objects.create(**fields, status=RunStatus.COMPLETED)
-    child = Run.objects.create(**fields, status=RunStatus.QUEUED, parent_run=run)
-    make_run(agent=run.agent, user=cast.alice, status=RunStatus.QUEUED)  # another session's
-    for offset, created in enumerate([run, queued, child]):  # no two alike: the order is theirs
-        Run.objects.filter(pk=created.pk).update(created_at=MOMENT + timedelta(seconds=offset))
-
-    rows = session_runs_in(run.session_id, statuses=[RunStatus.EXECUTING, RunStatus.QUEUED])
-
-    assert rows == [
-        (run.pk, RunStatus.EXECUTING, None),
-        (queued.pk, RunStatus.QUEUED, None),
-        (child.pk, RunStatus.QUEUED, run.pk),
-    ]
-    assert all(isinstance(run_id, uuid.UUID) for run_id, _status, _parent in rows)
