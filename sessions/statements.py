@@ -1,16 +1,18 @@
 """The run's most frequent statements, as SQL written once for both databases.
 
 Why by hand: Django builds every ORM statement anew from its queryset, about half a millisecond
-of Python per UPDATE or INSERT on the machines we measure on, and a run makes a dozen of them
-on its way (its transitions, its steps' ends, its counters, its events); a post counts its
-author's quotas with three queries. Built once from the models' metadata and cached, the same
-statement costs a fifth of that: docs/benchmarks.md ("Hot statements as SQL written once") has
-the figures. Everything else is the ORM's.
+of Python per UPDATE or INSERT on the machines we measure on, more for a query with joins or
+``Exists``, and a run makes dozens (its transitions, its steps' ends, its counters, its events,
+its transcript); a post counts its author's quotas with three queries. The writes here are built
+once from the models' metadata and cached, the reads are SQL text; either costs a fraction of
+the ORM's statement. Each is here because ``bench/compare.py`` showed it pays (docs/benchmarks.md,
+"Hot statements as SQL written once"); everything else is the ORM's.
 
 The SQL is the same on PostgreSQL and SQLite (UPDATE … RETURNING needs SQLite ≥ 3.35). Values
 go through each field's own conversion (``get_db_prep_save``), so they are stored and compared
-exactly as the ORM would. Nothing here sends signals or runs ``save()``: like ``QuerySet.update``
-and ``bulk_create``, which these statements replace.
+exactly as the ORM would, and rows come back through ``Model.objects.raw``, which converts them
+as the ORM does. Nothing here sends signals or runs ``save()``: like ``QuerySet.update`` and
+``bulk_create``, which these statements replace.
 """
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -78,7 +80,7 @@ def update_row(
     params = [
         *_prepared(model, values.items()),
         *increments.values(),
-        model._meta.pk.get_db_prep_value(pk, connection),
+        _key(model, pk),
         *_prepared(model, expected.items()),
     ]
     with connection.cursor() as cursor:
@@ -105,7 +107,7 @@ def advance_counter(model: type[models.Model], pk: Any, column: str, count: int)
     None when there is no such row. One statement where the ORM needs an update and a read."""
     statement = _advance_statement(model, column)
     with connection.cursor() as cursor:
-        cursor.execute(statement, [count, model._meta.pk.get_db_prep_value(pk, connection)])
+        cursor.execute(statement, [count, _key(model, pk)])
         row = cursor.fetchone()
     return None if row is None else int(row[0])
 
@@ -216,7 +218,7 @@ def _update_statement(
 @cache
 def _insert_statement(model: type[models.Model], field_names: tuple[str, ...], row_count: int) -> str:
     columns = ", ".join(_column(model, name) for name in field_names)
-    row = "(" + ", ".join(["%s"] * len(field_names)) + ")"
+    row = f"({_placeholders(len(field_names))})"
     return f"INSERT INTO {_table(model)} ({columns}) VALUES {', '.join([row] * row_count)}"  # noqa: S608
 
 
