@@ -75,6 +75,9 @@ def event_envelope(event: RunEvent) -> dict[str, Any]:
     }
 
 
+# What a stored event row holds, in the order sessions.statements.insert_rows writes it.
+EVENT_COLUMNS = ("session_id", "run_id", "seq", "type", "data", "created_at")
+
 # Events whose data can carry a model's tool arguments (which may hold secrets).
 ARGUMENT_BEARING_EVENTS = frozenset(
     {"tool.call", "message.completed", "approval.required", "approval.resolved"}
@@ -181,9 +184,6 @@ def _insert_events_after_numbering(session_id: UUID, events: list[PendingEvent])
     rows = _run_events(session_id, events, sequence_numbers=range(last - len(events) + 1, last + 1))
     insert_rows(RunEvent, EVENT_COLUMNS, ([getattr(row, name) for name in EVENT_COLUMNS] for row in rows))
     return rows
-
-
-EVENT_COLUMNS = ("session_id", "run_id", "seq", "type", "data", "created_at")
 
 
 def _run_events(
