@@ -13,6 +13,7 @@ from django.conf import settings
 from agents.models import ModelProvider
 from agents.runtime.offline import OfflineModelClient
 from agents.runtime.types import ModelClient, ModelError
+from sessions.statements import provider_key
 from tenants.models import ProviderKey, Tenant
 from tenants.provider_keys.outbound import BaseUrlRefused, PinnedTransport, check_base_url
 
@@ -46,7 +47,7 @@ class ProviderKeyCheck:
 
 def provider_access(*, tenant: Tenant, provider: str) -> ProviderAccess:
     """The tenant's own key when it stored one, else the platform's."""
-    tenant_key = ProviderKey.objects.filter(tenant=tenant, provider=provider).first()
+    tenant_key = provider_key(tenant_id=tenant.pk, provider=provider)
     if tenant_key is not None and tenant_key.api_key:
         return provider_key_access(tenant_key)
     platform_key, platform_base_url = _platform_access(provider)

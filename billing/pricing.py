@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from agents.runtime.types import Usage
-from billing.models import ModelPrice
+from sessions.statements import model_price
 
 if TYPE_CHECKING:
     from sessions.models import Run
@@ -26,7 +26,7 @@ class Price:
 
 def price_for(*, provider: str, model: str) -> Price | None:
     """The model's price, or None when it is unknown."""
-    row = ModelPrice.objects.filter(provider=provider, model=model).first()
+    row = model_price(provider=provider, model=model)
     if row is None:
         return None
     return Price(

@@ -21,6 +21,7 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 
 from sessions.models import Message, MessageRole, Run, Session
 from sessions.selectors import LANE_STATUSES
+from sessions.statements import placed_conversation
 
 
 @dataclass(frozen=True)
@@ -193,11 +194,7 @@ def shown_path(session: Session, *, through: UUID | None = None) -> tuple[Conver
 def run_context_path(run: Run) -> list[tuple[UUID, int]]:
     """(id, position) of the placed messages from the conversation's start to the run's latest
     message: the branch the run answers on, never another one's messages."""
-    rows = list(
-        Message.objects.filter(conversation_messages(run.session_id), position__isnull=False).values_list(
-            "id", "parent_id", "position", "run_id"
-        )
-    )
+    rows = placed_conversation(run.session_id)
     parents = {row[0]: row[1] for row in rows}
     positions: dict[UUID, int] = {row[0]: row[2] for row in rows if row[2] is not None}
     own = [(row[2], row[0]) for row in rows if row[3] == run.pk and row[0] != run.user_message_id]

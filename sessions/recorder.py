@@ -27,7 +27,7 @@ from sessions.models import Message, MessageRole, Run, Step, StepStatus
 from sessions.run_host import RunHandle
 from sessions.sequences import next_session_number
 from sessions.state import step_transition
-from sessions.statements import update_row
+from sessions.statements import step_count, update_row
 
 
 def message_role_for(message: ChatMessage) -> str:
@@ -60,7 +60,7 @@ class DjangoRunRecorder:
         # time.monotonic() value after which the run has exceeded its wall-clock limit.
         self.deadline = deadline
         self._steps: dict[str, Step] = {}
-        self._next_step_index = Step.objects.filter(run=run).count()
+        self._next_step_index = step_count(run.pk)
         # A resumed run (steps stored by an earlier attempt) asks the store about its tool calls.
         self._is_resumed = self._next_step_index > 0
         self._batch_depth = 0

@@ -7,12 +7,11 @@ race (another worker moved the row first) raises ``StaleTransition`` and changes
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.models import Run, RunStatus, Step, StepStatus
-from sessions.statements import update_row
+from sessions.statements import close_open_steps, update_row
 
 S = RunStatus
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -143,8 +142,8 @@ def transition_audit(
 
 def _close_open_steps(run: Run) -> None:
     """A finished run leaves no step pending or running."""
-    Step.objects.filter(run=run, status__in=OPEN_STEP_STATUSES).update(
-        status=StepStatus.CANCELLED, version=F("version") + 1, finished_at=timezone.now()
+    close_open_steps(
+        run.pk, open_statuses=OPEN_STEP_STATUSES, to_status=StepStatus.CANCELLED, finished_at=timezone.now()
     )
 
 

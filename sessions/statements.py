@@ -3,7 +3,8 @@
 Why by hand: Django builds every ORM statement anew from its queryset, about half a millisecond
 of Python per UPDATE or INSERT on the machines we measure on, more for a query with joins or
 ``Exists``, and a run makes dozens (its transitions, its steps' ends, its counters, its events,
-its transcript); a post counts its author's quotas with three queries. The writes here are built
+its transcript, the reads that set it up and end it); a post counts its author's quotas with
+three queries. The writes here are built
 once from the models' metadata and cached, the reads are SQL text; either costs a fraction of
 the ORM's statement. Each is here because ``bench/compare.py`` showed it pays (docs/benchmarks.md,
 "Hot statements as SQL written once"); everything else is the ORM's.
@@ -20,10 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
+from uuid import UUID
 
 from django.db import connection, models
+from django.db.models import prefetch_related_objects
 
+from billing.models import ModelPrice
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, Session, Step
+from tenants.models import ProviderKey
+from tools.models import Tool
 
 # Rows per INSERT: far below SQLite's limit on bound values.
 INSERT_CHUNK_ROWS = 100
@@ -60,6 +66,35 @@ SELECT message.id, message.role, message.content, message.position
    AND message.position > %s
    AND NOT (message.role <> %s AND run.id IS NOT NULL AND ({run_is_abandoned}))
  ORDER BY message.position
+"""
+
+
+# A run's setup and end read these once each: the tenant's key for the model, the model's price,
+# the steps an earlier attempt stored, the candidate tools, the branch it answers on, whether it
+# has executor runs, and its counters again before the terminal transition.
+PROVIDER_KEY = """
+SELECT * FROM tenants_providerkey WHERE tenant_id = %s AND provider = %s ORDER BY id LIMIT 1
+"""
+MODEL_PRICE = """
+SELECT * FROM billing_modelprice WHERE provider = %s AND model = %s ORDER BY id LIMIT 1
+"""
+STEP_COUNT = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s"
+HAS_CHILD_RUNS = "SELECT 1 FROM agent_sessions_run WHERE parent_run_id = %s LIMIT 1"
+# The built-ins, and the tenant's tools among those assigned, in the order the model is offered them.
+CANDIDATE_TOOLS = """
+SELECT * FROM tools_tool WHERE tenant_id IS NULL {assigned} ORDER BY "group", name
+"""
+ASSIGNED_TOOLS = "OR (tenant_id = %s AND id IN ({ids}))"
+# The conversation's placed messages (an executor's belong to its run, not to the conversation).
+PLACED_CONVERSATION = """
+SELECT message.id, message.parent_id, message.position, message.run_id
+  FROM agent_sessions_message message
+  LEFT JOIN agent_sessions_run run ON message.run_id = run.id
+ WHERE message.session_id = %s AND message.position IS NOT NULL AND run.parent_run_id IS NULL
+"""
+CLOSE_OPEN_STEPS = """
+UPDATE agent_sessions_step SET status = %s, version = version + 1, finished_at = %s
+ WHERE run_id = %s AND status IN ({statuses})
 """
 
 
@@ -167,6 +202,72 @@ def placed_messages(
     return list(Message.objects.raw(statement, params))
 
 
+def provider_key(*, tenant_id: Any, provider: str) -> ProviderKey | None:
+    """The tenant's own key for ``provider``, if it stored one."""
+    params = [_field(ProviderKey, "tenant_id").get_db_prep_save(tenant_id, connection), provider]
+    return next(iter(ProviderKey.objects.raw(PROVIDER_KEY, params)), None)
+
+
+def model_price(*, provider: str, model: str) -> ModelPrice | None:
+    return next(iter(ModelPrice.objects.raw(MODEL_PRICE, [provider, model])), None)
+
+
+def step_count(run_id: Any) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(STEP_COUNT, [_key(Run, run_id)])
+        return int(cursor.fetchone()[0])
+
+
+def has_child_runs(run_id: Any) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(HAS_CHILD_RUNS, [_field(Run, "parent_run_id").get_db_prep_save(run_id, connection)])
+        return cursor.fetchone() is not None
+
+
+def candidate_tools(*, tenant_id: Any, assigned_ids: Collection[Any]) -> list[Tool]:
+    """The built-in tools and the tenant's tools among ``assigned_ids``, each with its MCP server."""
+    assigned, params = "", []
+    if assigned_ids:
+        assigned = ASSIGNED_TOOLS.format(ids=_placeholders(len(assigned_ids)))
+        params = [_field(Tool, "tenant_id").get_db_prep_save(tenant_id, connection)]
+        params += [_key(Tool, tool_id) for tool_id in assigned_ids]
+    tools = list(Tool.objects.raw(CANDIDATE_TOOLS.format(assigned=assigned), params))
+    served = [tool for tool in tools if tool.mcp_server_id is not None]
+    if served:
+        prefetch_related_objects(served, "mcp_server")
+    return tools
+
+
+def placed_conversation(session_id: Any) -> list[tuple[UUID, UUID | None, int, UUID | None]]:
+    """(id, parent id, position, run id) of each placed message of the session's conversation."""
+    with connection.cursor() as cursor:
+        cursor.execute(PLACED_CONVERSATION, [_key(Session, session_id)])
+        rows = cursor.fetchall()
+    uuid = Message._meta.pk.to_python  # SQLite answers with the hex text
+    return [(uuid(pk), uuid(parent_id), position, uuid(run_id)) for pk, parent_id, position, run_id in rows]
+
+
+def close_open_steps(
+    run_id: Any, *, open_statuses: Collection[str], to_status: str, finished_at: datetime
+) -> int:
+    """Every step of the run in one of ``open_statuses`` moves to ``to_status`` (a new version)."""
+    statement = CLOSE_OPEN_STEPS.format(statuses=_placeholders(len(open_statuses)))
+    finished = _field(Step, "finished_at").get_db_prep_save(finished_at, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [to_status, finished, _key(Run, run_id), *open_statuses])
+        return int(cursor.rowcount)
+
+
+def reread_fields(run: Run, field_names: Sequence[str]) -> None:
+    """``run.refresh_from_db(fields=field_names)`` for plain fields, in a statement built once."""
+    statement = _select_statement(Run, tuple(field_names))
+    fresh = next(iter(Run.objects.raw(statement, [_key(Run, run.pk)])), None)
+    if fresh is None:
+        raise Run.DoesNotExist(f"run {run.pk} no longer exists")
+    for name in field_names:
+        setattr(run, name, getattr(fresh, name))
+
+
 def _run_is_abandoned(status_count: int) -> str:
     return RUN_IS_ABANDONED.format(abandoned=_placeholders(status_count))
 
@@ -213,6 +314,13 @@ def _update_statement(
     conditions = [f"{_column(model, model._meta.pk.name)} = %s"]
     conditions += [f"{_column(model, name)} = %s" for name in where_names]
     return f"UPDATE {_table(model)} SET {', '.join(assignments)} WHERE {' AND '.join(conditions)}"  # noqa: S608
+
+
+@cache
+def _select_statement(model: type[models.Model], field_names: tuple[str, ...]) -> str:
+    key = _column(model, model._meta.pk.name)
+    columns = ", ".join([key, *(_column(model, name) for name in field_names)])
+    return f"SELECT {columns} FROM {_table(model)} WHERE {key} = %s"  # noqa: S608
 
 
 @cache

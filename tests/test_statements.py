@@ -1,10 +1,29 @@
-"""sessions.statements: the hand-written hot writes store what the ORM would store, on both databases."""
+"""sessions.statements: the hand-written hot statements store and read what the ORM would, on both
+databases (the ORM's own queries are the oracle)."""
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from decimal import Decimal
 
+import pytest
+
+from billing.models import ModelPrice
+from sessions.branches import conversation_messages
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
-from sessions.statements import INSERT_CHUNK_ROWS, advance_counter, insert_rows, update_row
+from sessions.statements import (
+    INSERT_CHUNK_ROWS,
+    advance_counter,
+    close_open_steps,
+    has_child_runs,
+    insert_rows,
+    model_price,
+    placed_conversation,
+    provider_key,
+    reread_fields,
+    step_count,
+    update_row,
+)
+from tenants.models import ProviderKey
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent, make_run
 
@@ -88,3 +107,116 @@ def test_a_counter_advances_by_the_count_and_returns_its_new_value(cast: Cast) -
     assert Session.objects.get(pk=run.session_id).last_event_seq == 5
     assert Session.objects.get(pk=other.session_id).last_event_seq == 0
     assert advance_counter(Session, uuid.uuid4(), "last_event_seq", 1) is None
+
+
+def test_the_placed_conversation_leaves_out_queued_and_executor_messages(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
+    executor = Run.objects.create(
+        tenant=cast.tenant_a, session=run.session, agent=run.agent, created_by=cast.alice, parent_run=run
+    )
+    first = Message.objects.create(
+        tenant=cast.tenant_a, session=run.session, role="user", content=[], position=1
+    )
+    answer = Message.objects.create(
+        tenant=cast.tenant_a,
+        session=run.session,
+        role="assistant",
+        content=[],
+        position=2,
+        parent=first,
+        run=run,
+    )
+    Message.objects.create(tenant=cast.tenant_a, session=run.session, role="user", content=[], parent=answer)
+    Message.objects.create(
+        tenant=cast.tenant_a, session=run.session, role="assistant", content=[], position=3, run=executor
+    )
+    elsewhere = make_run(agent=make_agent(tenant=cast.tenant_b), user=cast.bob)
+    Message.objects.create(
+        tenant=cast.tenant_b, session=elsewhere.session, role="user", content=[], position=1
+    )
+
+    rows = placed_conversation(run.session_id)
+
+    oracle = Message.objects.filter(conversation_messages(run.session_id), position__isnull=False)
+    assert sorted(rows, key=lambda row: row[2]) == list(
+        oracle.order_by("position").values_list("id", "parent_id", "position", "run_id")
+    )
+    assert [row[0] for row in sorted(rows, key=lambda row: row[2])] == [first.pk, answer.pk]
+
+
+def test_closing_open_steps_moves_only_the_runs_open_steps(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
+    other = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
+    running = Step.objects.create(run=run, index=0, kind="model_call", status=StepStatus.RUNNING, version=2)
+    pending = Step.objects.create(run=run, index=1, kind="tool_call", status=StepStatus.PENDING)
+    done = Step.objects.create(run=run, index=2, kind="tool_call", status=StepStatus.COMPLETED, version=1)
+    theirs = Step.objects.create(run=other, index=0, kind="model_call", status=StepStatus.RUNNING)
+    untouched = {step.pk: field_values(step) for step in (done, theirs)}
+
+    closed = close_open_steps(
+        run.pk,
+        open_statuses=(StepStatus.PENDING, StepStatus.RUNNING),
+        to_status=StepStatus.CANCELLED,
+        finished_at=MOMENT,
+    )
+
+    assert closed == 2
+    assert list(
+        Step.objects.filter(pk__in=[running.pk, pending.pk])
+        .order_by("index")
+        .values_list("status", "version", "finished_at")
+    ) == [(StepStatus.CANCELLED, 3, MOMENT), (StepStatus.CANCELLED, 1, MOMENT)]
+    assert {step.pk: field_values(step) for step in Step.objects.filter(pk__in=untouched)} == untouched
+
+
+def test_fields_read_again_are_the_rows_and_a_deleted_run_raises(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.CANCELLING, version=4, input_tokens=12, lease_owner="w:1", lease_expires_at=MOMENT
+    )
+    fields = ["status", "version", "input_tokens", "lease_owner", "lease_expires_at"]
+
+    reread_fields(run, fields)
+
+    assert [getattr(run, name) for name in fields] == [RunStatus.CANCELLING, 4, 12, "w:1", MOMENT]
+    Run.objects.filter(pk=run.pk).delete()
+    with pytest.raises(Run.DoesNotExist):
+        reread_fields(run, fields)
+
+
+def test_step_count_and_child_runs_are_the_runs_own(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
+    other = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
+    for index in range(3):
+        Step.objects.create(run=run, index=index, kind="model_call", status=StepStatus.COMPLETED)
+    Step.objects.create(run=other, index=0, kind="model_call", status=StepStatus.COMPLETED)
+    Run.objects.create(
+        tenant=cast.tenant_a,
+        session=other.session,
+        agent=other.agent,
+        created_by=cast.alice,
+        parent_run=other,
+    )
+
+    assert (step_count(run.pk), step_count(other.pk), step_count(uuid.uuid4())) == (3, 1, 0)
+    assert (has_child_runs(run.pk), has_child_runs(other.pk)) == (False, True)
+
+
+def test_a_tenants_provider_key_and_a_models_price_read_as_the_orm_reads_them(cast: Cast) -> None:
+    key = ProviderKey.objects.create(tenant=cast.tenant_a, provider="anthropic", api_key="sk-ant-secret")
+    ProviderKey.objects.create(tenant=cast.tenant_b, provider="openai", api_key="sk-other")
+    price = ModelPrice.objects.create(
+        provider="anthropic",
+        model="claude-test",
+        input_per_million=Decimal("3.000001"),
+        output_per_million=Decimal("15"),
+        as_of=date(2026, 11, 1),
+    )
+
+    found = provider_key(tenant_id=cast.tenant_a.pk, provider="anthropic")
+    assert found is not None and field_values(found) == field_values(ProviderKey.objects.get(pk=key.pk))
+    assert found.api_key == "sk-ant-secret"
+    assert provider_key(tenant_id=cast.tenant_a.pk, provider="openai") is None
+    read = model_price(provider="anthropic", model="claude-test")
+    assert read is not None and field_values(read) == field_values(ModelPrice.objects.get(pk=price.pk))
+    assert model_price(provider="openai", model="claude-test") is None

@@ -6,10 +6,10 @@ from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 
 from agents.models import Agent
 from sessions.models import Run
+from sessions.statements import candidate_tools
 from tenants.models import Role
 from tools.builtins import load_builtin_tools
 from tools.builtins.base import BUILTIN_REGISTRY
@@ -131,8 +131,7 @@ class RunToolset:
 
 def _run_tool_candidates(tenant_id: Any, assigned: set[str]) -> list[Tool]:
     """The built-ins and the tenant's assigned tools, each with its MCP server."""
-    mine = Q(tenant__isnull=True) | Q(tenant_id=tenant_id, pk__in=[UUID(tool_id) for tool_id in assigned])
-    return list(Tool.objects.filter(mine).select_related("mcp_server"))
+    return candidate_tools(tenant_id=tenant_id, assigned_ids=sorted(UUID(tool_id) for tool_id in assigned))
 
 
 def assigned_tool_ids(agent_config: dict[str, Any]) -> set[str]:

@@ -35,7 +35,8 @@ def test_candidates_are_the_builtins_and_the_assigned_tools_with_their_servers(c
     elsewhere = Tool.objects.create(tenant=cast.tenant_b, name="theirs", kind=ToolKind.HTTP, input_schema={})
     assigned = {str(mcp_tool.pk), str(http_tool.pk), str(elsewhere.pk)}
 
-    candidates = {tool.pk: tool for tool in _run_tool_candidates(cast.tenant_a.pk, assigned)}
+    in_order = _run_tool_candidates(cast.tenant_a.pk, assigned)
+    candidates = {tool.pk: tool for tool in in_order}
 
     expected = {
         tool.pk: tool
@@ -44,7 +45,7 @@ def test_candidates_are_the_builtins_and_the_assigned_tools_with_their_servers(c
             | Tool.objects.filter(tenant=cast.tenant_a, pk__in=assigned)
         ).select_related("mcp_server")
     }
-    assert candidates.keys() == expected.keys()
+    assert [tool.pk for tool in in_order] == list(expected)  # the order the model is offered them
     assert mcp_tool.pk in candidates and http_tool.pk in candidates and elsewhere.pk not in candidates
     for pk, tool in candidates.items():
         assert field_values(tool) == field_values(expected[pk])
