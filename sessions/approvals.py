@@ -16,13 +16,13 @@ from sessions.models import (
     MessageRole,
     QuestionStatus,
     Run,
-    Step,
     StepKind,
     ToolApproval,
     UserQuestion,
 )
 from sessions.questions import ASK_USER, QuestionAsker
 from sessions.state import WAITING_FOR_PEOPLE_STATUSES
+from sessions.statements import step_count
 from sessions.subagents import SPAWN_SUBAGENT, SubagentSpawner
 from tools.provider import argument_errors
 from tools.registry import RunToolset, toolset_for_run
@@ -81,7 +81,7 @@ class ToolCallGate:
         return checks
 
     def _count_tool_steps(self) -> int:
-        return Step.objects.filter(run=self.run, kind=StepKind.TOOL_CALL).count()
+        return step_count(self.run.pk, kind=StepKind.TOOL_CALL)
 
     def _refusal(self, call: ToolCallRequested, *, index: int, calls_so_far: int) -> str | None:
         if index >= self.toolset.max_calls_per_turn:

@@ -17,11 +17,11 @@ from datetime import datetime
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Q
 
 from sessions.models import Message, MessageRole, Run, Session
 from sessions.selectors import LANE_STATUSES
-from sessions.statements import placed_conversation
+from sessions.statements import conversation_rows, placed_conversation
 
 
 @dataclass(frozen=True)
@@ -155,33 +155,19 @@ def conversation_messages(session_id: UUID) -> Q:
 
 def conversation_tree(session_id: UUID) -> ConversationTree:
     """The session's conversation as a tree, in one query."""
-    newest_run = (
-        Run.objects.filter(user_message_id=OuterRef("pk"), parent_run__isnull=True)
-        .order_by("-created_at")
-        .values("created_at")[:1]
-    )
-    pending = Run.objects.filter(
-        Q(user_message_id=OuterRef("pk")) | Q(pk=OuterRef("run_id")), status__in=LANE_STATUSES
-    )
-    rows = (
-        Message.objects.filter(conversation_messages(session_id))
-        .annotate(latest_run_at=Subquery(newest_run), is_pending=Exists(pending))
-        .values_list(
-            "id", "parent_id", "position", "role", "created_at", "run_id", "latest_run_at", "is_pending"
-        )
-    )
+    rows, newest_run_at = conversation_rows(session_id, pending_statuses=LANE_STATUSES)
     return ConversationTree(
         TreeNode(
-            id=row[0],
-            parent_id=row[1],
-            position=row[2],
-            role=row[3],
-            created_at=row[4],
-            run_id=row[5],
-            latest_run_at=row[6] if row[3] == MessageRole.USER else None,
-            is_pending=row[7],
+            id=message.id,
+            parent_id=message.parent_id,
+            position=message.position,
+            role=message.role,
+            created_at=message.created_at,
+            run_id=message.run_id,
+            latest_run_at=newest_run_at.get(message.id) if message.role == MessageRole.USER else None,
+            is_pending=is_pending,
         )
-        for row in rows
+        for message, is_pending in rows
     )
 
 

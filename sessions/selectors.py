@@ -8,6 +8,7 @@ from django.http import Http404
 from files.selectors import with_searchable_files
 from sessions.models import Message, MessageRole, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
+from sessions.statements import lane_runs
 from tenants.actors import Actor
 
 
@@ -105,11 +106,7 @@ class LaneState:
 
 
 def lane_state_for(session_id: UUID) -> LaneState:
-    lane = list(
-        Run.objects.filter(session_id=session_id, status__in=LANE_STATUSES)
-        .order_by("created_at", "id")
-        .values_list("id", "status")
-    )
+    lane = lane_runs(session_id, statuses=LANE_STATUSES)
     active = next((run_id for run_id, status in lane if status in ACTIVE_RUN_STATUSES), None)
     return LaneState(active_run_id=active, is_idle=not lane)
 

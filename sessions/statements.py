@@ -29,7 +29,7 @@ from django.db.models import prefetch_related_objects
 from billing.models import ModelPrice
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, Session, Step
 from tenants.models import ProviderKey
-from tools.models import Tool
+from tools.models import AgentTool, Tool
 
 # Rows per INSERT: far below SQLite's limit on bound values.
 INSERT_CHUNK_ROWS = 100
@@ -79,6 +79,7 @@ MODEL_PRICE = """
 SELECT * FROM billing_modelprice WHERE provider = %s AND model = %s ORDER BY id LIMIT 1
 """
 STEP_COUNT = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s"
+STEP_COUNT_OF_KIND = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s AND kind = %s"
 HAS_CHILD_RUNS = "SELECT 1 FROM agent_sessions_run WHERE parent_run_id = %s LIMIT 1"
 # The built-ins, and the tenant's tools among those assigned, in the order the model is offered them.
 CANDIDATE_TOOLS = """
@@ -92,6 +93,28 @@ SELECT message.id, message.parent_id, message.position, message.run_id
   LEFT JOIN agent_sessions_run run ON message.run_id = run.id
  WHERE message.session_id = %s AND message.position IS NOT NULL AND run.parent_run_id IS NULL
 """
+# A post reads the conversation's tree: each message, whether a run of it is queued or active, and
+# when each user message's newest run started (sessions.branches).
+CONVERSATION_MESSAGES = """
+SELECT message.id, message.parent_id, message.position, message.role, message.created_at, message.run_id,
+       EXISTS (SELECT 1 FROM agent_sessions_run pending
+                WHERE (pending.user_message_id = message.id OR pending.id = message.run_id)
+                  AND pending.status IN ({pending})) AS is_pending
+  FROM agent_sessions_message message
+  LEFT JOIN agent_sessions_run run ON message.run_id = run.id
+ WHERE message.session_id = %s AND run.parent_run_id IS NULL
+"""
+CONVERSATION_RUNS = """
+SELECT run.id, run.user_message_id, run.created_at
+  FROM agent_sessions_run run JOIN agent_sessions_message message ON run.user_message_id = message.id
+ WHERE message.session_id = %s AND run.parent_run_id IS NULL
+ ORDER BY run.created_at, run.id
+"""
+LANE_RUNS = """
+SELECT id, status FROM agent_sessions_run
+ WHERE session_id = %s AND status IN ({statuses}) ORDER BY created_at, id
+"""
+ASSIGNED_TOOL_IDS = "SELECT tool_id FROM tools_agenttool WHERE agent_id = %s"
 CLOSE_OPEN_STEPS = """
 UPDATE agent_sessions_step SET status = %s, version = version + 1, finished_at = %s
  WHERE run_id = %s AND status IN ({statuses})
@@ -212,9 +235,13 @@ def model_price(*, provider: str, model: str) -> ModelPrice | None:
     return next(iter(ModelPrice.objects.raw(MODEL_PRICE, [provider, model])), None)
 
 
-def step_count(run_id: Any) -> int:
+def step_count(run_id: Any, *, kind: str | None = None) -> int:
+    """How many steps the run has stored (of ``kind``, if given)."""
+    statement, params = STEP_COUNT, [_key(Run, run_id)]
+    if kind is not None:
+        statement, params = STEP_COUNT_OF_KIND, [*params, kind]
     with connection.cursor() as cursor:
-        cursor.execute(STEP_COUNT, [_key(Run, run_id)])
+        cursor.execute(statement, params)
         return int(cursor.fetchone()[0])
 
 
@@ -245,6 +272,40 @@ def placed_conversation(session_id: Any) -> list[tuple[UUID, UUID | None, int, U
         rows = cursor.fetchall()
     uuid = Message._meta.pk.to_python  # SQLite answers with the hex text
     return [(uuid(pk), uuid(parent_id), position, uuid(run_id)) for pk, parent_id, position, run_id in rows]
+
+
+def conversation_rows(
+    session_id: Any, *, pending_statuses: Collection[str]
+) -> tuple[list[tuple[Message, bool]], dict[UUID | None, datetime]]:
+    """The conversation's messages, each with whether a run of it is in ``pending_statuses``, and
+    when each user message's newest top-level run was created."""
+    statement = CONVERSATION_MESSAGES.format(pending=_placeholders(len(pending_statuses)))
+    session = _key(Session, session_id)
+    messages = Message.objects.raw(statement, [*pending_statuses, session])
+    # is_pending is a column of the query, not a field: the database's boolean (SQLite's is 0 or 1).
+    rows = [(message, bool(vars(message)["is_pending"])) for message in messages]
+    runs = Run.objects.raw(CONVERSATION_RUNS, [session])  # oldest first: the newest is kept
+    return rows, {run.user_message_id: run.created_at for run in runs}
+
+
+def lane_runs(session_id: Any, *, statuses: Collection[str]) -> list[tuple[UUID, str]]:
+    """(id, status) of the session's runs in ``statuses``, oldest first."""
+    statement = LANE_RUNS.format(statuses=_placeholders(len(statuses)))
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [_key(Session, session_id), *statuses])
+        rows = cursor.fetchall()
+    uuid = Run._meta.pk.to_python
+    return [(uuid(pk), status) for pk, status in rows]
+
+
+def agent_tool_ids(agent_id: Any) -> list[UUID]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            ASSIGNED_TOOL_IDS, [_field(AgentTool, "agent_id").get_db_prep_save(agent_id, connection)]
+        )
+        rows = cursor.fetchall()
+    uuid = Tool._meta.pk.to_python
+    return [uuid(tool_id) for (tool_id,) in rows]
 
 
 def close_open_steps(

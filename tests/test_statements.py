@@ -6,10 +6,12 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
+from django.db.models import Exists, OuterRef, Q, Subquery
 
 from billing.models import ModelPrice
-from sessions.branches import conversation_messages
+from sessions.branches import conversation_messages, conversation_tree
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
+from sessions.selectors import LANE_STATUSES
 from sessions.statements import (
     INSERT_CHUNK_ROWS,
     advance_counter,
@@ -220,3 +222,83 @@ def test_a_tenants_provider_key_and_a_models_price_read_as_the_orm_reads_them(ca
     read = model_price(provider="anthropic", model="claude-test")
     assert read is not None and field_values(read) == field_values(ModelPrice.objects.get(pk=price.pk))
     assert model_price(provider="openai", model="claude-test") is None
+
+
+def _orm_conversation(session_id: uuid.UUID) -> dict[uuid.UUID, tuple[object, ...]]:
+    """The conversation's tree rows as the ORM read them before: the oracle for the SQL."""
+    newest_run = (
+        Run.objects.filter(user_message_id=OuterRef("pk"), parent_run__isnull=True)
+        .order_by("-created_at")
+        .values("created_at")[:1]
+    )
+    pending = Run.objects.filter(
+        Q(user_message_id=OuterRef("pk")) | Q(pk=OuterRef("run_id")), status__in=LANE_STATUSES
+    )
+    rows = (
+        Message.objects.filter(conversation_messages(session_id))
+        .annotate(latest_run_at=Subquery(newest_run), is_pending=Exists(pending))
+        .values_list(
+            "id", "parent_id", "position", "role", "created_at", "run_id", "latest_run_at", "is_pending"
+        )
+    )
+    return {row[0]: (*row[:6], row[6] if row[3] == "user" else None, row[7]) for row in rows}
+
+
+def test_the_conversation_tree_reads_what_the_orm_read(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice, status=RunStatus.COMPLETED)
+    session = run.session
+
+    def message(role: str, **fields: object) -> Message:
+        return Message.objects.create(tenant=cast.tenant_a, session=session, role=role, content=[], **fields)
+
+    def new_run(user_message: Message, status: str, **fields: object) -> Run:
+        return Run.objects.create(
+            tenant=cast.tenant_a,
+            session=session,
+            agent=run.agent,
+            created_by=cast.alice,
+            user_message=user_message,
+            status=status,
+            **fields,
+        )
+
+    first = message("user", position=1)
+    Run.objects.filter(pk=run.pk).update(user_message=first)
+    answer = message("assistant", position=2, parent=first, run=run)
+    edit = message("user", position=3)  # a second branch from the start, its newest run still going
+    new_run(edit, RunStatus.FAILED)
+    going = new_run(edit, RunStatus.EXECUTING)
+    partial = message("assistant", position=5, parent=edit, run=going)  # pending through its run
+    queued = message("user", parent=answer)
+    new_run(queued, RunStatus.QUEUED)
+    executor = new_run(first, RunStatus.EXECUTING, parent_run=run)
+    message("assistant", position=4, run=executor)  # an executor's turn: not the conversation's
+    elsewhere = make_run(agent=make_agent(tenant=cast.tenant_b), user=cast.bob)
+    Message.objects.create(
+        tenant=cast.tenant_b, session=elsewhere.session, role="user", content=[], position=1
+    )
+
+    tree = conversation_tree(session.pk)
+
+    read = {
+        node.id: (
+            node.id,
+            node.parent_id,
+            node.position,
+            node.role,
+            node.created_at,
+            node.run_id,
+            node.latest_run_at,
+            node.is_pending,
+        )
+        for node in tree.nodes.values()
+    }
+    assert read == _orm_conversation(session.pk)
+    # The first message's executor run is active.
+    assert {node_id: row[7] for node_id, row in read.items()} == {
+        first.pk: True,
+        answer.pk: False,
+        edit.pk: True,
+        partial.pk: True,
+        queued.pk: True,
+    }

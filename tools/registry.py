@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 
 from agents.models import Agent
 from sessions.models import Run
-from sessions.statements import candidate_tools
+from sessions.statements import agent_tool_ids, candidate_tools
 from tenants.models import Role
 from tools.builtins import load_builtin_tools
 from tools.builtins.base import BUILTIN_REGISTRY
@@ -62,7 +62,7 @@ def policy_snapshot(agent: Agent) -> dict[str, Any]:
 
 
 def _assigned_tool_ids(agent: Agent) -> list[str]:
-    return sorted(str(pk) for pk in agent.tool_assignments.values_list("tool_id", flat=True))
+    return sorted(str(pk) for pk in agent_tool_ids(agent.pk))
 
 
 def _stored_policy(agent: Agent) -> ToolPolicy | None:
