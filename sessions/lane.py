@@ -7,7 +7,7 @@ django-q2 task is only the nudge that makes a worker look.
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Case, Q, Subquery, When
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from sessions.events import emit_event, events_batched
@@ -15,7 +15,7 @@ from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
-from sessions.statements import update_row
+from sessions.statements import claim_read, lane_head, update_row
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:
@@ -23,17 +23,7 @@ def next_runnable_run_id(session_id: UUID) -> UUID | None:
 
     Executor child runs (``parent_run``) are outside the lane: their parent holds it.
     """
-    # One query: an active run sorts first, else the oldest queued one.
-    first = (
-        Run.objects.filter(
-            session_id=session_id,
-            parent_run__isnull=True,
-            status__in=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED],
-        )
-        .order_by(Case(When(status=RunStatus.QUEUED, then=1), default=0), "created_at", "id")
-        .values_list("id", "status")
-        .first()
-    )
+    first = lane_head(session_id, statuses=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED], queued=RunStatus.QUEUED)
     if first is None or first[1] != RunStatus.QUEUED:
         return None
     return first[0]
@@ -69,12 +59,7 @@ def _claim(*, run_id: UUID, owner: str) -> Run | None:
         # The tenant, session and message come along: the run's setup reads them next. Locking
         # the session row keeps two workers from starting two runs of one lane; the lane is read
         # under the lock, and the transition is guarded by the run's version.
-        run = (
-            Run.objects.select_related("tenant", "session", "user_message")
-            .select_for_update(of=("session",))
-            .filter(pk=run_id)
-            .first()
-        )
+        run = claim_read(run_id)
         if run is None or run.status != RunStatus.QUEUED:
             return None
         if run.parent_run_id is None and next_runnable_run_id(run.session_id) != run.pk:

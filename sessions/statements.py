@@ -28,7 +28,7 @@ from django.db.models import prefetch_related_objects
 
 from billing.models import ModelPrice
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, Session, Step
-from tenants.models import ProviderKey
+from tenants.models import ProviderKey, Tenant
 from tools.models import AgentTool, Tool
 
 # Rows per INSERT: far below SQLite's limit on bound values.
@@ -113,6 +113,13 @@ SELECT run.id, run.user_message_id, run.created_at
 LANE_RUNS = """
 SELECT id, status FROM agent_sessions_run
  WHERE session_id = %s AND status IN ({statuses}) ORDER BY created_at, id
+"""
+# The lane's next run: an active one sorts first, else the oldest queued (executors are outside it).
+LANE_HEAD = """
+SELECT id, status FROM agent_sessions_run
+ WHERE session_id = %s AND parent_run_id IS NULL AND status IN ({statuses})
+ ORDER BY CASE WHEN status = %s THEN 1 ELSE 0 END, created_at, id
+ LIMIT 1
 """
 ASSIGNED_TOOL_IDS = "SELECT tool_id FROM tools_agenttool WHERE agent_id = %s"
 CLOSE_OPEN_STEPS = """
@@ -298,6 +305,16 @@ def lane_runs(session_id: Any, *, statuses: Collection[str]) -> list[tuple[UUID,
     return [(uuid(pk), status) for pk, status in rows]
 
 
+def lane_head(session_id: Any, *, statuses: Collection[str], queued: str) -> tuple[UUID, str] | None:
+    """(id, status) of the session's top-level run in ``statuses`` that an active one would be, else
+    its oldest ``queued`` one."""
+    statement = LANE_HEAD.format(statuses=_placeholders(len(statuses)))
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [_key(Session, session_id), *statuses, queued])
+        row = cursor.fetchone()
+    return None if row is None else (Run._meta.pk.to_python(row[0]), row[1])
+
+
 def agent_tool_ids(agent_id: Any) -> list[UUID]:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -306,6 +323,22 @@ def agent_tool_ids(agent_id: Any) -> list[UUID]:
         rows = cursor.fetchall()
     uuid = Tool._meta.pk.to_python
     return [uuid(tool_id) for (tool_id,) in rows]
+
+
+def claim_read(run_id: Any) -> Run | None:
+    """The run with its tenant, session and user message, in one statement that locks the session's
+    row until the transaction ends (where the database locks rows: SQLite's one writer needs not)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_statement(), [_key(Run, run_id)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    run, tenant, session, message = _instances(row, CLAIM_MODELS)
+    assert isinstance(run, Run) and isinstance(tenant, Tenant) and isinstance(session, Session)
+    run.tenant, run.session = tenant, session
+    if isinstance(message, Message):
+        run.user_message = message
+    return run
 
 
 def close_open_steps(
@@ -375,6 +408,63 @@ def _update_statement(
     conditions = [f"{_column(model, model._meta.pk.name)} = %s"]
     conditions += [f"{_column(model, name)} = %s" for name in where_names]
     return f"UPDATE {_table(model)} SET {', '.join(assignments)} WHERE {' AND '.join(conditions)}"  # noqa: S608
+
+
+# A claim reads these rows together: (model, its alias in the statement, how it joins the run).
+CLAIM_MODELS: tuple[type[models.Model], ...] = (Run, Tenant, Session, Message)
+CLAIM_FROM = """
+  FROM agent_sessions_run run
+  JOIN tenants_tenant tenant ON run.tenant_id = tenant.id
+  JOIN agent_sessions_session session ON run.session_id = session.id
+  LEFT JOIN agent_sessions_message message ON run.user_message_id = message.id
+ WHERE run.id = %s
+"""
+CLAIM_ALIASES = ("run", "tenant", "session", "message")
+
+
+@cache
+def _claim_statement() -> str:
+    columns = ", ".join(
+        f"{alias}.{_column(model, field.name)}"
+        for model, alias in zip(CLAIM_MODELS, CLAIM_ALIASES, strict=True)
+        for field in model._meta.concrete_fields
+    )
+    lock = (
+        connection.ops.for_update_sql(of=("session",)) if connection.features.has_select_for_update_of else ""
+    )
+    return f"SELECT {columns} {CLAIM_FROM} {lock}"
+
+
+def _instances(row: Sequence[Any], model_classes: Sequence[type[models.Model]]) -> list[models.Model | None]:
+    """The row's columns as one instance per model (each model's concrete fields in turn), their
+    values converted as the ORM converts what it reads; None for a model whose key is NULL (an
+    outer join that found nothing)."""
+    instances: list[models.Model | None] = []
+    start = 0
+    for model in model_classes:
+        fields = model._meta.concrete_fields
+        values = row[start : start + len(fields)]
+        start += len(fields)
+        if values[fields.index(model._meta.pk)] is None:
+            instances.append(None)
+            continue
+        converted = [_converted(field, value) for field, value in zip(fields, values, strict=True)]
+        instances.append(model.from_db(connection.alias, [field.attname for field in fields], converted))
+    return instances
+
+
+def _converted(field: "models.Field[Any, Any]", value: Any) -> Any:
+    column = field.get_col(field.model._meta.db_table)
+    for convert in _converters(field):
+        value = convert(value, column, connection)
+    return value
+
+
+@cache
+def _converters(field: "models.Field[Any, Any]") -> list[Any]:
+    """The database's and the field's own conversions of a value read, as the ORM applies them."""
+    column = field.get_col(field.model._meta.db_table)
+    return [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]
 
 
 @cache

@@ -12,12 +12,15 @@ from billing.models import ModelPrice
 from sessions.branches import conversation_messages, conversation_tree
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.selectors import LANE_STATUSES
+from sessions.state import ACTIVE_RUN_STATUSES
 from sessions.statements import (
     INSERT_CHUNK_ROWS,
     advance_counter,
+    claim_read,
     close_open_steps,
     has_child_runs,
     insert_rows,
+    lane_head,
     model_price,
     placed_conversation,
     provider_key,
@@ -302,3 +305,64 @@ def test_the_conversation_tree_reads_what_the_orm_read(cast: Cast) -> None:
         partial.pk: True,
         queued.pk: True,
     }
+
+
+def test_a_claims_read_gives_the_run_with_its_tenant_session_and_message_as_the_orm_reads_them(
+    cast: Cast,
+) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice, status=RunStatus.QUEUED)
+    cast.tenant_a.settings = {"active_runs_per_user": 3, "nested": {"on": True}}
+    cast.tenant_a.save()
+    message = Message.objects.create(
+        tenant=cast.tenant_a, session=run.session, role="user", content=[{"type": "text", "text": "Grüße"}]
+    )
+    Run.objects.filter(pk=run.pk).update(
+        user_message=message, agent_config={"model_name": "m", "temperature": 0.5}, lease_expires_at=MOMENT
+    )
+    child = Run.objects.create(
+        tenant=cast.tenant_a, session=run.session, agent=run.agent, created_by=cast.alice, parent_run=run
+    )
+
+    read = claim_read(run.pk)
+
+    oracle = Run.objects.select_related("tenant", "session", "user_message").get(pk=run.pk)
+    assert read is not None and oracle.user_message is not None
+    assert field_values(read) == field_values(oracle)
+    assert field_values(read.tenant) == field_values(oracle.tenant)
+    assert field_values(read.session) == field_values(oracle.session)
+    assert read.user_message is not None
+    assert field_values(read.user_message) == field_values(oracle.user_message)
+    assert (read.tenant.settings, read.user_message.content) == (
+        {"active_runs_per_user": 3, "nested": {"on": True}},
+        [{"type": "text", "text": "Grüße"}],
+    )
+    read_child = claim_read(child.pk)
+    assert read_child is not None and read_child.user_message is None
+    assert field_values(read_child) == field_values(Run.objects.get(pk=child.pk))
+    assert claim_read(uuid.uuid4()) is None
+
+
+def test_the_lanes_head_is_its_active_run_else_its_oldest_queued_one(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice, status=RunStatus.COMPLETED)
+
+    def new_run(status: str, **fields: object) -> Run:
+        return Run.objects.create(
+            tenant=cast.tenant_a,
+            session=run.session,
+            agent=run.agent,
+            created_by=cast.alice,
+            status=status,
+            **fields,
+        )
+
+    lane = [*ACTIVE_RUN_STATUSES, RunStatus.QUEUED]
+    assert lane_head(run.session_id, statuses=lane, queued=RunStatus.QUEUED) is None
+    older = new_run(RunStatus.QUEUED)
+    new_run(RunStatus.QUEUED)
+    new_run(RunStatus.EXECUTING, parent_run=run)  # an executor: outside the lane
+    assert lane_head(run.session_id, statuses=lane, queued=RunStatus.QUEUED) == (older.pk, RunStatus.QUEUED)
+    active = new_run(RunStatus.AWAITING_APPROVAL)
+    assert lane_head(run.session_id, statuses=lane, queued=RunStatus.QUEUED) == (
+        active.pk,
+        RunStatus.AWAITING_APPROVAL,
+    )
