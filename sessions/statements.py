@@ -462,7 +462,11 @@ def _converted(field: "models.Field[Any, Any]", value: Any) -> Any:
 
 @cache
 def _converters(field: "models.Field[Any, Any]") -> list[Any]:
-    """The database's and the field's own conversions of a value read, as the ORM applies them."""
+    """The database's and the field's own conversions of a value read, as the ORM applies them.
+
+    Kept once per process: they depend on the backend and the field, not on the thread's
+    connection (the backend's converters read settings, such as the time zone, not the socket).
+    """
     column = field.get_col(field.model._meta.db_table)
     return [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]
 
