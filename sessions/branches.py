@@ -154,20 +154,28 @@ def conversation_messages(session_id: UUID) -> Q:
 
 
 def conversation_tree(session_id: UUID) -> ConversationTree:
-    """The session's conversation as a tree, in one query."""
+    """The session's conversation as a tree: its messages and its runs' start times, read once."""
     rows, newest_run_at = conversation_rows(session_id, pending_statuses=LANE_STATUSES)
     return ConversationTree(
-        TreeNode(
-            id=message.id,
-            parent_id=message.parent_id,
-            position=message.position,
-            role=message.role,
-            created_at=message.created_at,
-            run_id=message.run_id,
+        tree_node(
+            message,
             latest_run_at=newest_run_at.get(message.id) if message.role == MessageRole.USER else None,
             is_pending=is_pending,
         )
         for message, is_pending in rows
+    )
+
+
+def tree_node(message: Message, *, latest_run_at: datetime | None, is_pending: bool) -> TreeNode:
+    return TreeNode(
+        id=message.pk,
+        parent_id=message.parent_id,
+        position=message.position,
+        role=message.role,
+        created_at=message.created_at,
+        run_id=message.run_id,
+        latest_run_at=latest_run_at,
+        is_pending=is_pending,
     )
 
 
@@ -208,16 +216,7 @@ class PostParent:
 
     def branch_of(self, message: Message, run: Run) -> BranchInfo:
         """The posted message's place among its siblings, without reading the tree again."""
-        posted = TreeNode(
-            id=message.pk,
-            parent_id=message.parent_id,
-            position=message.position,
-            role=message.role,
-            created_at=message.created_at,
-            run_id=message.run_id,
-            latest_run_at=run.created_at,
-            is_pending=True,
-        )
+        posted = tree_node(message, latest_run_at=run.created_at, is_pending=True)
         return ConversationTree([*self.tree.nodes.values(), posted]).branch_info(message.pk)
 
 
