@@ -17,7 +17,6 @@ from datetime import datetime
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 
 from sessions.models import Message, MessageRole, Run, Session
 from sessions.selectors import LANE_STATUSES
@@ -146,11 +145,6 @@ class ConversationTree:
 
 def _sibling_order(node: TreeNode) -> tuple[bool, int, datetime]:
     return (node.is_queued, node.position or 0, node.created_at)
-
-
-def conversation_messages(session_id: UUID) -> Q:
-    """The conversation's own messages: executors' prompts and turns belong to their runs."""
-    return Q(session_id=session_id) & ~Q(run__parent_run__isnull=False)
 
 
 def conversation_tree(session_id: UUID) -> ConversationTree:

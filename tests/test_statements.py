@@ -9,7 +9,7 @@ import pytest
 from django.db.models import Exists, OuterRef, Q, Subquery
 
 from billing.models import ModelPrice
-from sessions.branches import conversation_messages, conversation_tree
+from sessions.branches import conversation_tree
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.selectors import LANE_STATUSES
 from sessions.state import ACTIVE_RUN_STATUSES
@@ -31,6 +31,12 @@ from sessions.statements import (
 from tenants.models import ProviderKey
 from tests.conftest import Cast
 from tests.factories import field_values, make_agent, make_run
+
+
+def conversation_messages(session_id: uuid.UUID) -> Q:
+    """The conversation's own messages, as the ORM selected them: executors' belong to their runs."""
+    return Q(session_id=session_id) & ~Q(run__parent_run__isnull=False)
+
 
 MOMENT = datetime(2026, 11, 28, 4, 5, 6, 789012, tzinfo=UTC)
 
