@@ -13,7 +13,7 @@ from django.conf import settings
 from agents.models import ModelProvider
 from agents.runtime.offline import OfflineModelClient
 from agents.runtime.types import ModelClient, ModelError
-from sessions.statements import provider_key
+from sessions.statements.run_reads import provider_key
 from tenants.models import ProviderKey, Tenant
 from tenants.provider_keys.outbound import BaseUrlRefused, PinnedTransport, check_base_url
 

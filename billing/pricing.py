@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from agents.runtime.types import Usage
-from sessions.statements import model_price
+from sessions.statements.run_reads import model_price
 
 if TYPE_CHECKING:
     from sessions.models import Run

@@ -22,7 +22,7 @@ from sessions.models import (
 )
 from sessions.questions import ASK_USER, QuestionAsker
 from sessions.state import WAITING_FOR_PEOPLE_STATUSES
-from sessions.statements import step_count
+from sessions.statements.run_reads import step_count
 from sessions.subagents import SPAWN_SUBAGENT, SubagentSpawner
 from tools.provider import argument_errors
 from tools.registry import RunToolset, toolset_for_run

@@ -20,7 +20,8 @@ from django.core.exceptions import ValidationError
 
 from sessions.models import Message, MessageRole, Run, Session
 from sessions.selectors import LANE_STATUSES
-from sessions.statements import conversation_rows, placed_conversation
+from sessions.statements.post_reads import conversation_rows
+from sessions.statements.run_reads import placed_conversation
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from sessions.branches import run_context_path, shown_path
 from sessions.events import emit_event, events_batched
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
-from sessions.statements import latest_snapshot, placed_messages
+from sessions.statements.run_reads import latest_snapshot, placed_messages
 from tenants.actors import Actor
 from tenants.models import Role
 from tools.registry import RunToolset

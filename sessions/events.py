@@ -21,7 +21,7 @@ from core.redaction import redact_tool_arguments
 from sessions.models import RunEvent, Session
 from sessions.publisher import publish
 from sessions.sequences import next_session_number
-from sessions.statements import insert_rows
+from sessions.statements.writes import insert_rows
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def event_envelope(event: RunEvent) -> dict[str, Any]:
     }
 
 
-# What a stored event row holds, in the order sessions.statements.insert_rows writes it.
+# What a stored event row holds, in the order sessions.statements.writes.insert_rows writes it.
 EVENT_COLUMNS = ("session_id", "run_id", "seq", "type", "data", "created_at")
 
 # Events whose data can carry a model's tool arguments (which may hold secrets).

@@ -15,7 +15,8 @@ from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
-from sessions.statements import claim_read, lane_head, update_row
+from sessions.statements.run_reads import claim_read, lane_head
+from sessions.statements.writes import update_row
 
 
 def next_runnable_run_id(session_id: UUID) -> UUID | None:

@@ -27,7 +27,8 @@ from sessions.models import Message, MessageRole, Run, Step, StepStatus
 from sessions.run_host import RunHandle
 from sessions.sequences import next_session_number
 from sessions.state import step_transition
-from sessions.statements import step_count, update_row
+from sessions.statements.run_reads import step_count
+from sessions.statements.writes import update_row
 
 
 def message_role_for(message: ChatMessage) -> str:

@@ -9,7 +9,7 @@ from billing.costs import run_cost
 from sessions.events import emit_event, events_batched
 from sessions.models import Run, RunStatus, StopReason
 from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
-from sessions.statements import has_child_runs, reread_fields
+from sessions.statements.run_reads import has_child_runs, reread_fields
 
 
 def _ending_data(run: Run, status: str, stop_reason: str, error: str) -> dict[str, Any]:

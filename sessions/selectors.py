@@ -8,7 +8,7 @@ from django.http import Http404
 from files.selectors import with_searchable_files
 from sessions.models import Message, MessageRole, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
-from sessions.statements import lane_runs
+from sessions.statements.post_reads import lane_runs
 from tenants.actors import Actor
 
 

@@ -9,7 +9,7 @@ from typing import Literal
 from uuid import UUID
 
 from sessions.models import Session
-from sessions.statements import advance_counter
+from sessions.statements.writes import advance_counter
 
 CounterName = Literal["last_event_seq", "last_message_position"]
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from sessions.events import emit_event, events_batched, flush_batched_events
 from sessions.models import Run, RunStatus, Step, StepStatus
-from sessions.statements import close_open_steps, update_row
+from sessions.statements.writes import close_open_steps, update_row
 
 S = RunStatus
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {

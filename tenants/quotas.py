@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from sessions.models import Run, Step
 from sessions.state import ACTIVE_RUN_STATUSES
-from sessions.statements import quota_counts
+from sessions.statements.post_reads import quota_counts
 from tenants.actors import Actor
 from tenants.limits import tenant_limit
 from tenants.models import Tenant

@@ -12,7 +12,7 @@ from core.api.errors import api_exception_handler
 from core.api.quota_errors import QuotaThrottled
 from sessions.models import Run, RunStatus, Session, Step, StepKind, StepStatus
 from sessions.state import ACTIVE_RUN_STATUSES
-from sessions.statements import QuotaCounts, quota_counts
+from sessions.statements.post_reads import QuotaCounts, quota_counts
 from tenants.actors import Actor
 from tenants.models import Role, Tenant
 from tenants.quotas import (

@@ -13,19 +13,21 @@ from sessions.branches import conversation_tree
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.selectors import LANE_STATUSES
 from sessions.state import ACTIVE_RUN_STATUSES
-from sessions.statements import (
-    INSERT_CHUNK_ROWS,
-    advance_counter,
+from sessions.statements.run_reads import (
     claim_read,
-    close_open_steps,
     has_child_runs,
-    insert_rows,
     lane_head,
     model_price,
     placed_conversation,
     provider_key,
     reread_fields,
     step_count,
+)
+from sessions.statements.writes import (
+    INSERT_CHUNK_ROWS,
+    advance_counter,
+    close_open_steps,
+    insert_rows,
     update_row,
 )
 from tenants.models import ProviderKey

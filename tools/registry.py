@@ -9,7 +9,8 @@ from django.db import IntegrityError, transaction
 
 from agents.models import Agent
 from sessions.models import Run
-from sessions.statements import agent_tool_ids, candidate_tools
+from sessions.statements.post_reads import agent_tool_ids
+from sessions.statements.run_reads import candidate_tools
 from tenants.models import Role
 from tools.builtins import load_builtin_tools
 from tools.builtins.base import BUILTIN_REGISTRY

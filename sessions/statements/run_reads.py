@@ -1,0 +1,219 @@
+"""What a run reads: its claim, its set-up (key, price, tools, transcript) and its end."""
+
+from collections.abc import Collection, Sequence
+from functools import cache
+from typing import Any
+from uuid import UUID
+
+from django.db import connection, models
+from django.db.models import prefetch_related_objects
+
+from billing.models import ModelPrice
+from sessions.models import CompactionSnapshot, Message, MessageRole, Run, Session
+from sessions.statements.sql import (
+    instances,
+    joined_columns,
+    key,
+    placeholders,
+    prepared_value,
+    select_statement,
+)
+from tenants.models import ProviderKey, Tenant
+from tools.models import Tool
+
+# The reads below are written out with their tables' names; the tests run them on both databases.
+
+# A claim reads these rows together: (model, its alias in the statement), and how they join the run.
+CLAIM_MODELS: tuple[tuple[type[models.Model], str], ...] = (
+    (Run, "run"),
+    (Tenant, "tenant"),
+    (Session, "session"),
+    (Message, "message"),
+)
+CLAIM_FROM = """
+  FROM agent_sessions_run run
+  JOIN tenants_tenant tenant ON run.tenant_id = tenant.id
+  JOIN agent_sessions_session session ON run.session_id = session.id
+  LEFT JOIN agent_sessions_message message ON run.user_message_id = message.id
+ WHERE run.id = %s
+"""
+# The lane's next run: an active one sorts first, else the oldest queued (executors are outside it).
+LANE_HEAD = """
+SELECT id, status FROM agent_sessions_run
+ WHERE session_id = %s AND parent_run_id IS NULL AND status IN ({statuses})
+ ORDER BY CASE WHEN status = %s THEN 1 ELSE 0 END, created_at, id
+ LIMIT 1
+"""
+# A run's setup and end read these once each: the tenant's key for the model, the model's price,
+# the steps an earlier attempt stored, the candidate tools, the branch it answers on, whether it
+# has executor runs, and its counters again before the terminal transition.
+PROVIDER_KEY = """
+SELECT * FROM tenants_providerkey WHERE tenant_id = %s AND provider = %s ORDER BY id LIMIT 1
+"""
+MODEL_PRICE = """
+SELECT * FROM billing_modelprice WHERE provider = %s AND model = %s ORDER BY id LIMIT 1
+"""
+STEP_COUNT = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s"
+STEP_COUNT_OF_KIND = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s AND kind = %s"
+HAS_CHILD_RUNS = "SELECT 1 FROM agent_sessions_run WHERE parent_run_id = %s LIMIT 1"
+# The built-ins, and the tenant's tools among those assigned, in the order the model is offered them.
+CANDIDATE_TOOLS = """
+SELECT * FROM tools_tool WHERE tenant_id IS NULL {assigned} ORDER BY "group", name
+"""
+ASSIGNED_TOOLS = "OR (tenant_id = %s AND id IN ({ids}))"
+# The conversation's placed messages (an executor's belong to its run, not to the conversation).
+PLACED_CONVERSATION = """
+SELECT message.id, message.parent_id, message.position, message.run_id
+  FROM agent_sessions_message message
+  LEFT JOIN agent_sessions_run run ON message.run_id = run.id
+ WHERE message.session_id = %s AND message.position IS NOT NULL AND run.parent_run_id IS NULL
+"""
+# A run whose answers left the context: it failed, timed out or was retried.
+RUN_IS_ABANDONED = """
+  run.status IN ({abandoned})
+  OR EXISTS (SELECT 1 FROM agent_sessions_run retry WHERE retry.retry_of_id = run.id)
+"""
+LATEST_SNAPSHOT = """
+SELECT snapshot.* FROM agent_sessions_compactionsnapshot snapshot
+  LEFT JOIN agent_sessions_run run ON snapshot.run_id = run.id
+ WHERE snapshot.session_id = %s AND snapshot.replaces_up_to_position IN ({positions})
+   AND NOT (run.id IS NOT NULL AND ({run_is_abandoned}))
+ ORDER BY snapshot.created_at DESC, snapshot.replaces_up_to_position DESC
+ LIMIT 1
+"""
+PLACED_MESSAGES = """
+SELECT message.id, message.role, message.content, message.position
+  FROM agent_sessions_message message
+  LEFT JOIN agent_sessions_run run ON message.run_id = run.id
+ WHERE message.session_id = %s AND message.position IS NOT NULL AND message.id IN ({ids})
+   AND message.position > %s
+   AND NOT (message.role <> %s AND run.id IS NOT NULL AND ({run_is_abandoned}))
+ ORDER BY message.position
+"""
+
+
+def claim_read(run_id: Any) -> Run | None:
+    """The run with its tenant, session and user message, in one statement that locks the session's
+    row until the transaction ends (where the database locks rows: SQLite's one writer needs not)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_statement(), [key(Run, run_id)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    run, tenant, session, message = instances(row, [model for model, _ in CLAIM_MODELS])
+    assert isinstance(run, Run) and isinstance(tenant, Tenant) and isinstance(session, Session)
+    run.tenant, run.session = tenant, session
+    if isinstance(message, Message):
+        run.user_message = message
+    return run
+
+
+@cache
+def _claim_statement() -> str:
+    lock = (
+        connection.ops.for_update_sql(of=("session",)) if connection.features.has_select_for_update_of else ""
+    )
+    return f"SELECT {joined_columns(CLAIM_MODELS)} {CLAIM_FROM} {lock}"
+
+
+def lane_head(session_id: Any, *, statuses: Collection[str], queued: str) -> tuple[UUID, str] | None:
+    """(id, status) of the session's top-level run in ``statuses`` that an active one would be, else
+    its oldest ``queued`` one."""
+    statement = LANE_HEAD.format(statuses=placeholders(len(statuses)))
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [key(Session, session_id), *statuses, queued])
+        row = cursor.fetchone()
+    return None if row is None else (Run._meta.pk.to_python(row[0]), row[1])
+
+
+def provider_key(*, tenant_id: Any, provider: str) -> ProviderKey | None:
+    """The tenant's own key for ``provider``, if it stored one."""
+    params = [prepared_value(ProviderKey, "tenant_id", tenant_id), provider]
+    return next(iter(ProviderKey.objects.raw(PROVIDER_KEY, params)), None)
+
+
+def model_price(*, provider: str, model: str) -> ModelPrice | None:
+    return next(iter(ModelPrice.objects.raw(MODEL_PRICE, [provider, model])), None)
+
+
+def step_count(run_id: Any, *, kind: str | None = None) -> int:
+    """How many steps the run has stored (of ``kind``, if given)."""
+    statement, params = STEP_COUNT, [key(Run, run_id)]
+    if kind is not None:
+        statement, params = STEP_COUNT_OF_KIND, [*params, kind]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return int(cursor.fetchone()[0])
+
+
+def has_child_runs(run_id: Any) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(HAS_CHILD_RUNS, [prepared_value(Run, "parent_run_id", run_id)])
+        return cursor.fetchone() is not None
+
+
+def candidate_tools(*, tenant_id: Any, assigned_ids: Collection[Any]) -> list[Tool]:
+    """The built-in tools and the tenant's tools among ``assigned_ids``, each with its MCP server."""
+    assigned, params = "", []
+    if assigned_ids:
+        assigned = ASSIGNED_TOOLS.format(ids=placeholders(len(assigned_ids)))
+        params = [prepared_value(Tool, "tenant_id", tenant_id)]
+        params += [key(Tool, tool_id) for tool_id in assigned_ids]
+    tools = list(Tool.objects.raw(CANDIDATE_TOOLS.format(assigned=assigned), params))
+    served = [tool for tool in tools if tool.mcp_server_id is not None]
+    if served:
+        prefetch_related_objects(served, "mcp_server")
+    return tools
+
+
+def placed_conversation(session_id: Any) -> list[tuple[UUID, UUID | None, int, UUID | None]]:
+    """(id, parent id, position, run id) of each placed message of the session's conversation."""
+    with connection.cursor() as cursor:
+        cursor.execute(PLACED_CONVERSATION, [key(Session, session_id)])
+        rows = cursor.fetchall()
+    uuid = Message._meta.pk.to_python  # SQLite answers with the hex text
+    return [(uuid(pk), uuid(parent_id), position, uuid(run_id)) for pk, parent_id, position, run_id in rows]
+
+
+def latest_snapshot(
+    *, session_id: Any, positions: Collection[int], abandoned_statuses: Collection[str]
+) -> CompactionSnapshot | None:
+    """The newest snapshot of the session that replaces the context up to one of ``positions``,
+    unless its run was abandoned (ended in ``abandoned_statuses``, or retried)."""
+    statement = LATEST_SNAPSHOT.format(
+        positions=placeholders(len(positions)), run_is_abandoned=_run_is_abandoned(len(abandoned_statuses))
+    )
+    params = [key(Session, session_id), *positions, *abandoned_statuses]
+    return next(iter(CompactionSnapshot.objects.raw(statement, params)), None)
+
+
+def placed_messages(
+    *, session_id: Any, ids: Collection[Any], after_position: int | None, abandoned_statuses: Collection[str]
+) -> list[Message]:
+    """The session's placed messages among ``ids`` (a branch of the conversation, which holds no
+    executor's messages: sessions.branches) after ``after_position``, by position, with their id,
+    role, content and position; the answers (anything but the user's messages) of abandoned runs
+    are left out, as ``latest_snapshot`` says abandoned."""
+    if not ids:
+        return []
+    statement = PLACED_MESSAGES.format(
+        ids=placeholders(len(ids)), run_is_abandoned=_run_is_abandoned(len(abandoned_statuses))
+    )
+    params = [key(Session, session_id), *(key(Message, message_id) for message_id in ids)]
+    # Positions start at 1: after -1 is from the start.
+    params += [-1 if after_position is None else after_position, MessageRole.USER, *abandoned_statuses]
+    return list(Message.objects.raw(statement, params))
+
+
+def _run_is_abandoned(status_count: int) -> str:
+    return RUN_IS_ABANDONED.format(abandoned=placeholders(status_count))
+
+
+def reread_fields(run: Run, field_names: Sequence[str]) -> None:
+    """``run.refresh_from_db(fields=field_names)`` for plain fields, in a statement built once."""
+    statement = select_statement(Run, tuple(field_names))
+    fresh = next(iter(Run.objects.raw(statement, [key(Run, run.pk)])), None)
+    if fresh is None:
+        raise Run.DoesNotExist(f"run {run.pk} no longer exists")
+    for name in field_names:
+        setattr(run, name, getattr(fresh, name))
