@@ -5,10 +5,9 @@ from django.db.models import Exists, F, IntegerField, OuterRef, Prefetch, Q, Que
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from files.selectors import with_searchable_files
 from sessions.models import Message, MessageRole, Run, RunEvent, RunStatus, Session
 from sessions.state import ACTIVE_RUN_STATUSES
-from sessions.statements.post_reads import lane_runs
+from sessions.statements.post_reads import lane_runs, session_for_posting
 from tenants.actors import Actor
 
 
@@ -114,13 +113,10 @@ def lane_state_for(session_id: UUID) -> LaneState:
 def session_get_for_posting(*, actor: Actor, session_id: UUID | str) -> Session:
     """The session a message is posted to, with its agent, the agent's tool policy and whether
     it has files to search; 404 for a missing session and another tenant's alike."""
-    sessions = with_searchable_files(
-        Session.objects.filter(tenant=actor.tenant).select_related("agent", "agent__tool_policy")
-    )
-    try:
-        return sessions.get(pk=_uuid_or_404(session_id))
-    except Session.DoesNotExist as error:
-        raise Http404("session not found") from error
+    session = session_for_posting(tenant_id=actor.tenant.pk, session_id=_uuid_or_404(session_id))
+    if session is None:
+        raise Http404("session not found")
+    return session
 
 
 def message_list_for_session(*, session: Session) -> QuerySet[Message]:

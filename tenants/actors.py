@@ -31,13 +31,11 @@ class Actor:
 
 
 def actor_for_api_key(api_key: ApiKey) -> Actor | None:
-    """The key acts with its creator's current role, capped at viewer for read-only keys; None
-    once the creator is no longer a member."""
-    membership = Membership.objects.filter(tenant_id=api_key.tenant_id, user_id=api_key.created_by_id)
-    creator_role = membership.values_list("role", flat=True).first()
-    if creator_role is None:
+    """The key acts with its creator's role (as read when it authenticated), capped at viewer for
+    read-only keys; None once the creator is no longer a member."""
+    if api_key.creator_role is None:
         return None
-    role = creator_role if api_key.scope == ApiKeyScope.WRITE else Role.VIEWER
+    role = api_key.creator_role if api_key.scope == ApiKeyScope.WRITE else Role.VIEWER
     return Actor(user=api_key.created_by, tenant=api_key.tenant, role=role, api_key=api_key)
 
 

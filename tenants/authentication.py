@@ -7,6 +7,7 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from audit.context import audit_context_use_api_key
+from sessions.statements.post_reads import api_key_with_creator
 from tenants.api_keys import secret_matches, split_key
 from tenants.models import ApiKey
 
@@ -15,24 +16,24 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def authenticate_api_key(plaintext: str) -> ApiKey | None:
-    """The active key matching ``plaintext``, or None. Touches last_used_at."""
+    """The active key matching ``plaintext`` with its tenant, creator and ``creator_role``, or None.
+    Touches last_used_at."""
     parts = split_key(plaintext)
     if parts is None:
         return None
     prefix, secret = parts
-    api_key = _api_key_with_prefix(prefix)
-    if api_key is None or not secret_matches(secret, api_key.secret_hash) or not api_key.is_active:
+    found = api_key_with_creator(prefix)
+    if found is None:
+        return None
+    api_key, creator_role = found
+    api_key.creator_role = creator_role
+    if not secret_matches(secret, api_key.secret_hash) or not api_key.is_active:
         return None
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
     return api_key
-
-
-def _api_key_with_prefix(prefix: str) -> ApiKey | None:
-    """The key with its tenant and its creator (the key acts with the creator's role)."""
-    return ApiKey.objects.select_related("tenant", "created_by").filter(prefix=prefix).first()
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

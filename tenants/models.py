@@ -86,6 +86,9 @@ class ApiKey(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Not a column: the creator's role in the key's tenant, read with the key when it authenticates
+    # (tenants.authentication); None before that, and once the creator is no longer a member.
+    creator_role: str | None = None
 
     class Meta:
         ordering = ["-created_at"]

@@ -391,11 +391,12 @@ def test_session_list_uses_a_constant_number_of_queries(cast: Cast, bob_api: API
         # a run reads its model's price (1 statement); branches (sessions.branches): a post reads
         # the conversation's tree once, for the end of the branch shown and its message's siblings
         # (2: its messages, its runs' start times), a run its branch's path (1). A claim reads its
-        # run and locks its session in one statement (1).
-        ("hello there", {"postgresql": (15, 39), "sqlite": (16, 39)}),
+        # run and locks its session in one statement (1). A post's API key is read with its
+        # creator's role in one statement (1).
+        ("hello there", {"postgresql": (14, 39), "sqlite": (15, 39)}),
         # model call → calculator → model call; the calculator is read-only and quick, so on
         # PostgreSQL its start is stored with its end (sessions.recorder: held steps)
-        ("What is 12*7?", {"postgresql": (15, 65), "sqlite": (16, 65)}),
+        ("What is 12*7?", {"postgresql": (14, 65), "sqlite": (15, 65)}),
     ],
     ids=["plain", "one tool call"],
 )

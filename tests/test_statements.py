@@ -4,15 +4,19 @@ databases (the ORM's own queries are the oracle)."""
 import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db.models import Exists, OuterRef, Q, Subquery
 
 from billing.models import ModelPrice
+from files.models import FilePurpose, KnowledgeBase, StoredFile
+from files.selectors import with_searchable_files
 from sessions.branches import conversation_tree
 from sessions.models import Message, Run, RunEvent, RunStatus, Session, Step, StepStatus
 from sessions.selectors import LANE_STATUSES
 from sessions.state import ACTIVE_RUN_STATUSES
+from sessions.statements.post_reads import api_key_with_creator, session_for_posting
 from sessions.statements.run_reads import (
     claim_read,
     has_child_runs,
@@ -30,9 +34,11 @@ from sessions.statements.writes import (
     insert_rows,
     update_row,
 )
-from tenants.models import ProviderKey
+from tenants.models import ApiKey, Membership, ProviderKey, Role
+from tenants.services import membership_set
 from tests.conftest import Cast
-from tests.factories import field_values, make_agent, make_run
+from tests.factories import field_values, make_agent, make_api_key, make_run
+from tools.models import ToolPolicy
 
 
 def conversation_messages(session_id: uuid.UUID) -> Q:
@@ -374,3 +380,82 @@ def test_the_lanes_head_is_its_active_run_else_its_oldest_queued_one(cast: Cast)
         active.pk,
         RunStatus.AWAITING_APPROVAL,
     )
+
+
+def test_an_api_keys_read_gives_its_tenant_creator_and_creators_role_as_the_orm_reads_them(
+    cast: Cast,
+) -> None:
+    plaintext = make_api_key(tenant=cast.tenant_a, user=cast.alice, scope="read")
+    prefix = plaintext.split("_")[1]
+    membership_set(tenant=cast.tenant_b, user=cast.alice, role=Role.VIEWER)  # another tenant's role
+
+    found = api_key_with_creator(prefix)
+
+    oracle = ApiKey.objects.select_related("tenant", "created_by").get(prefix=prefix)
+    assert found is not None
+    api_key, role = found
+    assert field_values(api_key) == field_values(oracle)
+    assert field_values(api_key.tenant) == field_values(oracle.tenant)
+    assert field_values(api_key.created_by) == field_values(oracle.created_by)
+    assert role == Membership.objects.get(tenant=cast.tenant_a, user=cast.alice).role == Role.OWNER
+    Membership.objects.filter(tenant=cast.tenant_a, user=cast.alice).delete()
+    found_after_leaving = api_key_with_creator(prefix)
+    assert found_after_leaving is not None and found_after_leaving[1] is None
+    assert api_key_with_creator("0" * len(prefix)) is None
+
+
+def _orm_session_for_posting(tenant_id: uuid.UUID, session_id: uuid.UUID) -> Session:
+    sessions = Session.objects.filter(tenant_id=tenant_id).select_related("agent", "agent__tool_policy")
+    return with_searchable_files(sessions).get(pk=session_id)
+
+
+@pytest.mark.parametrize("has_policy", [True, False], ids=["stored policy", "no policy"])
+def test_a_session_read_for_posting_gives_its_agent_policy_and_searchable_files_as_the_orm_reads_them(
+    cast: Cast, has_policy: bool, django_assert_num_queries: Any
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, system_prompt="Be brief.")
+    if has_policy:
+        ToolPolicy.objects.create(agent=agent, allow=["calculator"], max_calls_per_turn=3)
+    session = make_run(agent=agent, user=cast.alice).session
+    other_session = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice).session
+
+    def flags(read: Session) -> tuple[bool, bool]:
+        return (bool(vars(read)["agent_has_knowledge"]), bool(vars(read)["has_attachments"]))
+
+    read = session_for_posting(tenant_id=cast.tenant_a.pk, session_id=session.pk)
+
+    oracle = _orm_session_for_posting(cast.tenant_a.pk, session.pk)
+    assert read is not None
+    assert field_values(read) == field_values(oracle)
+    assert field_values(read.agent) == field_values(oracle.agent)
+    with django_assert_num_queries(0):
+        if has_policy:
+            assert field_values(read.agent.tool_policy) == field_values(oracle.agent.tool_policy)
+            assert read.agent.tool_policy.agent is read.agent
+        else:
+            with pytest.raises(ToolPolicy.DoesNotExist):
+                read.agent.tool_policy  # noqa: B018
+    assert flags(read) == flags(oracle) == (False, False)
+
+    knowledge = KnowledgeBase.objects.create(tenant=cast.tenant_a, name="Manuals")
+    knowledge.agents.add(agent)
+    StoredFile.objects.create(
+        tenant=cast.tenant_a, session=other_session, purpose=FilePurpose.ATTACHMENT, name="a.txt", size=1
+    )
+    read = session_for_posting(tenant_id=cast.tenant_a.pk, session_id=session.pk)
+    assert read is not None
+    assert flags(read) == flags(_orm_session_for_posting(cast.tenant_a.pk, session.pk)) == (True, False)
+    StoredFile.objects.create(
+        tenant=cast.tenant_a, session=session, purpose=FilePurpose.KNOWLEDGE, name="k.txt", size=1
+    )
+    read = session_for_posting(tenant_id=cast.tenant_a.pk, session_id=session.pk)
+    assert read is not None and flags(read) == (True, False)  # a knowledge file is no attachment
+    knowledge.agents.remove(agent)
+    StoredFile.objects.create(
+        tenant=cast.tenant_a, session=session, purpose=FilePurpose.ATTACHMENT, name="b.txt", size=1
+    )
+    read = session_for_posting(tenant_id=cast.tenant_a.pk, session_id=session.pk)
+    assert read is not None
+    assert flags(read) == flags(_orm_session_for_posting(cast.tenant_a.pk, session.pk)) == (False, True)
+    assert session_for_posting(tenant_id=cast.tenant_b.pk, session_id=session.pk) is None
+    assert session_for_posting(tenant_id=cast.tenant_a.pk, session_id=uuid.uuid4()) is None

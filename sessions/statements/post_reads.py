@@ -1,16 +1,56 @@
-"""What a post reads: its author's quotas, its conversation's tree, its lane, its agent's tools."""
+"""What a post reads: its API key (as every request with one does), its session with the agent,
+its author's quotas, its conversation's tree, its lane, its agent's tools."""
 
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
+from django.contrib.auth.models import User
+from django.db import connection, models
 
+from agents.models import Agent
+from files.models import FilePurpose
 from sessions.models import Message, Run, Session, Step
-from sessions.statements.sql import key, placeholders, prepared_value
-from tools.models import AgentTool, Tool
+from sessions.statements.sql import instances, joined_columns, key, placeholders, prepared_value
+from tenants.models import ApiKey, Tenant
+from tools.models import AgentTool, Tool, ToolPolicy
+
+# An API key is read with its tenant, its creator and the creator's role in the tenant (None once
+# the creator is no longer a member): (model, its alias in the statement) and how they join.
+API_KEY_MODELS: tuple[tuple[type[models.Model], str], ...] = (
+    (ApiKey, "api_key"),
+    (Tenant, "tenant"),
+    (User, "creator"),
+)
+API_KEY_FROM = """
+  FROM tenants_apikey api_key
+  JOIN tenants_tenant tenant ON api_key.tenant_id = tenant.id
+  JOIN auth_user creator ON api_key.created_by_id = creator.id
+  LEFT JOIN tenants_membership membership
+    ON membership.tenant_id = api_key.tenant_id AND membership.user_id = api_key.created_by_id
+ WHERE api_key.prefix = %s
+"""
+# The session a message is posted to, with its agent, the agent's tool policy if it stored one,
+# and whether file_search would have files to search (files.selectors.with_searchable_files).
+POSTING_MODELS: tuple[tuple[type[models.Model], str], ...] = (
+    (Session, "session"),
+    (Agent, "agent"),
+    (ToolPolicy, "policy"),
+)
+POSTING_FROM = """
+  FROM agent_sessions_session session
+  JOIN agents_agent agent ON session.agent_id = agent.id
+  LEFT JOIN tools_toolpolicy policy ON policy.agent_id = agent.id
+ WHERE session.id = %s AND session.tenant_id = %s
+"""
+SEARCHABLE_FILES = """
+EXISTS (SELECT 1 FROM files_knowledgebase_agents knowledge WHERE knowledge.agent_id = session.agent_id),
+EXISTS (SELECT 1 FROM files_storedfile attachment
+         WHERE attachment.session_id = session.id AND attachment.purpose = %s)
+"""
 
 QUOTA_COUNTS = """
 SELECT
@@ -101,3 +141,49 @@ def agent_tool_ids(agent_id: Any) -> list[UUID]:
         rows = cursor.fetchall()
     uuid = Tool._meta.pk.to_python
     return [uuid(tool_id) for (tool_id,) in rows]
+
+
+def api_key_with_creator(prefix: str) -> tuple[ApiKey, str | None] | None:
+    """The key with ``prefix``, its tenant and creator read with it, and the creator's role in the
+    tenant (None once they are no longer a member)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_api_key_statement(), [prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    api_key, tenant, creator = instances(row, [model for model, _ in API_KEY_MODELS])
+    assert isinstance(api_key, ApiKey) and isinstance(tenant, Tenant) and isinstance(creator, User)
+    api_key.tenant, api_key.created_by = tenant, creator
+    return api_key, row[-1]
+
+
+@cache
+def _api_key_statement() -> str:
+    return f"SELECT {joined_columns(API_KEY_MODELS)}, membership.role {API_KEY_FROM}"
+
+
+def session_for_posting(*, tenant_id: Any, session_id: Any) -> Session | None:
+    """The tenant's session with its agent and the agent's tool policy (read, or known absent), and
+    ``agent_has_knowledge`` and ``has_attachments`` as ``with_searchable_files`` annotates them."""
+    tenant = prepared_value(Session, "tenant_id", tenant_id)
+    params = [FilePurpose.ATTACHMENT, key(Session, session_id), tenant]
+    with connection.cursor() as cursor:
+        cursor.execute(_posting_statement(), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    session, agent, policy = instances(row, [model for model, _ in POSTING_MODELS])
+    assert isinstance(session, Session) and isinstance(agent, Agent)
+    session.agent = agent
+    # Known absent as well as known present: the agent's tool_policy reads no row either way.
+    Agent._meta.get_field("tool_policy").set_cached_value(agent, policy)
+    if isinstance(policy, ToolPolicy):
+        policy.agent = agent
+    # Columns of the query, not fields: the database's booleans (SQLite's are 0 or 1).
+    vars(session).update(agent_has_knowledge=bool(row[-2]), has_attachments=bool(row[-1]))
+    return session
+
+
+@cache
+def _posting_statement() -> str:
+    return f"SELECT {joined_columns(POSTING_MODELS)}, {SEARCHABLE_FILES} {POSTING_FROM}"
