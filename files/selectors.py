@@ -75,7 +75,8 @@ def with_searchable_files(sessions: QuerySet[Session]) -> QuerySet[Session]:
 def session_has_searchable_files(session: Session) -> bool:
     """Whether the session's agent has a knowledge base or the session has attachments.
 
-    Free for a session read through ``with_searchable_files``; one query otherwise.
+    Free for a session read through ``with_searchable_files`` or for posting
+    (``sessions.statements.post_reads.session_for_posting``); one query otherwise.
     """
     if hasattr(session, "agent_has_knowledge") and hasattr(session, "has_attachments"):
         return bool(session.agent_has_knowledge or session.has_attachments)
