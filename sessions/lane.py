@@ -14,7 +14,7 @@ from sessions.events import emit_event, events_batched
 from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
-from sessions.state import ACTIVE_RUN_STATUSES, StaleTransition, run_transition
+from sessions.state import ACTIVE_RUN_STATUSES, emit_run_status, run_moves
 from sessions.statements.run_reads import claim_read, lane_head
 from sessions.statements.writes import update_row
 
@@ -47,39 +47,35 @@ def run_claim(*, run_id: UUID, owner: str) -> Run | None:
     Returns None when the run is not queued, another run of the session is active, or
     an older run waits: the lane dispatches those in turn.
     """
-    try:
-        return _claim(run_id=run_id, owner=owner)
-    except StaleTransition:
-        # Another worker took the run (a task delivered twice) or a cancel moved it while this
-        # one waited for the session's lock: the read under the lock saw the run as it was.
-        return None
-
-
-def _claim(*, run_id: UUID, owner: str) -> Run | None:
     with transaction.atomic(), events_batched():
         # The tenant, session and message come along: the run's setup reads them next. Locking
         # the session row keeps two workers from starting two runs of one lane; the lane is read
-        # under the lock, and the transition is guarded by the run's version.
+        # under the lock, and the moves are guarded by the run's version.
         run = claim_read(run_id)
         if run is None or run.status != RunStatus.QUEUED:
             return None
         if run.parent_run_id is None and next_runnable_run_id(run.session_id) != run.pk:
             return None
-        now = timezone.now()
-        run_transition(
+        path = [RunStatus.PLANNING] if plans_first(run) else [RunStatus.PLANNING, RunStatus.EXECUTING]
+        audits = run_moves(
             run,
-            RunStatus.PLANNING,
+            path,
             lease_owner=owner,
             lease_expires_at=lease_expiry(),
-            started_at=run.started_at or now,
+            started_at=run.started_at or timezone.now(),
             attempt=max(run.attempt, 1),
         )
+        if audits is None:
+            # Another worker took the run (a task delivered twice) or a cancel moved it while this
+            # one waited for the session's lock: the read under the lock saw the run as it was.
+            return None
         _place_user_message(run)
+        emit_run_status(run, audits[0])
         emit_event(
             session_id=run.session_id, run_id=run.pk, event_type="run.started", data=_started_data(run)
         )
-        if not plans_first(run):
-            run_transition(run, RunStatus.EXECUTING)
+        for audit in audits[1:]:
+            emit_run_status(run, audit)
     return run
 
 

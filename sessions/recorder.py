@@ -61,7 +61,8 @@ class DjangoRunRecorder:
         # time.monotonic() value after which the run has exceeded its wall-clock limit.
         self.deadline = deadline
         self._steps: dict[str, Step] = {}
-        self._next_step_index = step_count(run.pk)
+        stored = run.stored_step_count  # read by the claim
+        self._next_step_index = step_count(run.pk) if stored is None else stored
         # A resumed run (steps stored by an earlier attempt) asks the store about its tool calls.
         self._is_resumed = self._next_step_index > 0
         self._batch_depth = 0

@@ -9,7 +9,7 @@ from billing.costs import run_cost
 from sessions.events import emit_event, events_batched
 from sessions.models import Run, RunStatus, StopReason
 from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
-from sessions.statements.run_reads import has_child_runs, reread_fields
+from sessions.statements.run_reads import reread_fields
 
 
 def _ending_data(run: Run, status: str, stop_reason: str, error: str) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
     that arrived meanwhile turns a success into ``cancelled``.
     """
     for _ in range(3):
-        reread_fields(run, FINISH_FIELDS)
+        has_child_runs = reread_fields(run, FINISH_FIELDS)
         if run.status in TERMINAL_RUN_STATUSES:
             return run
         target = status
@@ -83,7 +83,7 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
             with transaction.atomic(), events_batched():
                 run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)
                 data = _ending_data(run, target, stop_reason, error)
-                if run.parent_run_id is None and has_child_runs(run.pk):
+                if run.parent_run_id is None and has_child_runs:
                     data.update(_tree_usage_record(run))
                 emit_event(
                     session_id=run.session_id,

@@ -4,6 +4,7 @@ Every transition is ``UPDATE … WHERE id = ? AND status = ? AND version = ?``; 
 race (another worker moved the row first) raises ``StaleTransition`` and changes nothing.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connection, transaction
@@ -78,56 +79,67 @@ class StaleTransition(Exception):
 
 def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields: Any) -> Run:
     """Move ``run`` to ``to_status`` (updating ``run`` in place) and audit it as a run.status event."""
-    from_status = run.status
-    if to_status not in RUN_TRANSITIONS[from_status]:
-        raise InvalidTransition(f"run {run.pk}: {from_status} → {to_status} is not allowed")
-    now = timezone.now()
-    if to_status in TERMINAL_RUN_STATUSES:
-        fields.setdefault("finished_at", now)
-        fields.setdefault("lease_owner", "")
-        fields.setdefault("lease_expires_at", None)
+    from_status, version = run.status, run.version
+    require_run_transition(from_status, to_status, run=run)  # raised before anything is written
     is_outermost = not connection.in_atomic_block
     # No savepoint when nested: nothing is written unless the conditional update wins.
     with transaction.atomic(savepoint=False), events_batched():
-        updated = _guarded_update(Run, run.pk, from_status, run.version, to_status, fields)
-        if updated == 1:
-            _record_transition(run, from_status, to_status, actor=actor, fields=fields)
+        audits = run_moves(run, [to_status], actor=actor, **fields)
+        if audits is not None:
+            for audit in audits:
+                emit_run_status(run, audit)
+            if to_status in TERMINAL_RUN_STATUSES:
+                _close_open_steps(run)
             if is_outermost:
                 flush_batched_events()  # the audit commits with the change, even inside a batch
-    if updated != 1:
-        raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {run.version}")
+    if audits is None:
+        raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {version}")
     return run
 
 
-def _guarded_update(
-    model: type[Run] | type[Step],
-    pk: Any,
-    from_status: str,
-    version: int,
-    to_status: str,
-    fields: dict[str, Any],
-) -> int:
-    """The transition's one statement: 1 if the row was still at ``from_status`` and ``version``."""
-    return update_row(
-        model,
-        pk,
-        values={"status": to_status, **fields},
-        increments={"version": 1},
-        expected={"status": from_status, "version": version},
+def run_moves(
+    run: Run, path: Sequence[str], *, actor: str = "system", **fields: Any
+) -> list[dict[str, str]] | None:
+    """Move ``run`` along ``path``, each move allowed by the table, in one guarded update (the claim's
+    queued → planning → executing is one statement), updating ``run`` in place.
+
+    Returns each move's audit, the data of the run.status events to emit in order with the change;
+    None when another worker or request moved the run first (nothing is written then).
+    """
+    moves = list(zip([run.status, *path[:-1]], path, strict=True))
+    for from_status, to_status in moves:
+        require_run_transition(from_status, to_status, run=run)
+    final_status = path[-1]
+    if final_status in TERMINAL_RUN_STATUSES:
+        fields.setdefault("finished_at", timezone.now())
+        fields.setdefault("lease_owner", "")
+        fields.setdefault("lease_expires_at", None)
+    updated = update_row(
+        Run,
+        run.pk,
+        values={"status": final_status, **fields},
+        increments={"version": len(moves)},
+        expected={"status": run.status, "version": run.version},
     )
-
-
-def _record_transition(
-    run: Run, from_status: str, to_status: str, *, actor: str, fields: dict[str, Any]
-) -> None:
-    run.status = to_status
-    run.version += 1
+    if updated != 1:
+        return None
+    run.status = final_status
+    run.version += len(moves)
     for name, value in fields.items():
         setattr(run, name, value)
-    audit = transition_audit(from_status, to_status, actor=actor, stop_reason=fields.get("stop_reason", ""))
+    audits = [transition_audit(from_status, to_status, actor=actor) for from_status, to_status in moves]
+    if fields.get("stop_reason"):
+        audits[-1]["stop_reason"] = fields["stop_reason"]
+    return audits
+
+
+def require_run_transition(from_status: str, to_status: str, *, run: Run) -> None:
+    if to_status not in RUN_TRANSITIONS[from_status]:
+        raise InvalidTransition(f"run {run.pk}: {from_status} → {to_status} is not allowed")
+
+
+def emit_run_status(run: Run, audit: dict[str, str]) -> None:
     emit_event(session_id=run.session_id, run_id=run.pk, event_type="run.status", data=audit)
-    if to_status in TERMINAL_RUN_STATUSES:
-        _close_open_steps(run)
 
 
 def transition_audit(
@@ -155,7 +167,13 @@ def require_step_transition(step: Step, to_status: str) -> None:
 def step_transition(step: Step, to_status: str, **fields: Any) -> Step:
     from_status = step.status
     require_step_transition(step, to_status)
-    updated = _guarded_update(Step, step.pk, from_status, step.version, to_status, fields)
+    updated = update_row(
+        Step,
+        step.pk,
+        values={"status": to_status, **fields},
+        increments={"version": 1},
+        expected={"status": from_status, "version": step.version},
+    )
     if updated != 1:
         raise StaleTransition(f"step {step.pk} is no longer {from_status} at version {step.version}")
     step.status = to_status

@@ -19,7 +19,6 @@ from sessions.state import ACTIVE_RUN_STATUSES
 from sessions.statements.post_reads import api_key_with_creator, session_for_posting
 from sessions.statements.run_reads import (
     claim_read,
-    has_child_runs,
     lane_head,
     model_price,
     placed_conversation,
@@ -195,9 +194,10 @@ def test_fields_read_again_are_the_rows_and_a_deleted_run_raises(cast: Cast) -> 
     )
     fields = ["status", "version", "input_tokens", "lease_owner", "lease_expires_at"]
 
-    reread_fields(run, fields)
+    has_child_runs = reread_fields(run, fields)
 
     assert [getattr(run, name) for name in fields] == [RunStatus.CANCELLING, 4, 12, "w:1", MOMENT]
+    assert has_child_runs is False
     Run.objects.filter(pk=run.pk).delete()
     with pytest.raises(Run.DoesNotExist):
         reread_fields(run, fields)
@@ -218,7 +218,7 @@ def test_step_count_and_child_runs_are_the_runs_own(cast: Cast) -> None:
     )
 
     assert (step_count(run.pk), step_count(other.pk), step_count(uuid.uuid4())) == (3, 1, 0)
-    assert (has_child_runs(run.pk), has_child_runs(other.pk)) == (False, True)
+    assert (reread_fields(run, ["status"]), reread_fields(other, ["status"])) == (False, True)
 
 
 def test_a_tenants_provider_key_and_a_models_price_read_as_the_orm_reads_them(cast: Cast) -> None:
@@ -336,6 +336,9 @@ def test_a_claims_read_gives_the_run_with_its_tenant_session_and_message_as_the_
     child = Run.objects.create(
         tenant=cast.tenant_a, session=run.session, agent=run.agent, created_by=cast.alice, parent_run=run
     )
+    for index in range(2):
+        Step.objects.create(run=run, index=index, kind="model_call", status=StepStatus.COMPLETED)
+    Step.objects.create(run=child, index=0, kind="model_call", status=StepStatus.COMPLETED)
 
     read = claim_read(run.pk)
 
@@ -350,8 +353,10 @@ def test_a_claims_read_gives_the_run_with_its_tenant_session_and_message_as_the_
         {"active_runs_per_user": 3, "nested": {"on": True}},
         [{"type": "text", "text": "Grüße"}],
     )
+    assert read.stored_step_count == Step.objects.filter(run=run).count() == 2
     read_child = claim_read(child.pk)
     assert read_child is not None and read_child.user_message is None
+    assert read_child.stored_step_count == 1
     assert field_values(read_child) == field_values(Run.objects.get(pk=child.pk))
     assert claim_read(uuid.uuid4()) is None
 

@@ -96,6 +96,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Not a column: how many steps earlier attempts stored, read with the run by its claim
+    # (sessions.lane) for its recorder; None when the run was read otherwise.
+    stored_step_count: int | None = None
 
     class Meta:
         ordering = ["-created_at"]

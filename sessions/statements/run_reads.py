@@ -11,12 +11,12 @@ from django.db.models import prefetch_related_objects
 from billing.models import ModelPrice
 from sessions.models import CompactionSnapshot, Message, MessageRole, Run, Session
 from sessions.statements.sql import (
+    column,
     instances,
     joined_columns,
     key,
     placeholders,
     prepared_value,
-    select_statement,
 )
 from tenants.models import ProviderKey, Tenant
 from tools.models import Tool
@@ -30,6 +30,8 @@ CLAIM_MODELS: tuple[tuple[type[models.Model], str], ...] = (
     (Session, "session"),
     (Message, "message"),
 )
+# With the steps an earlier attempt stored, which its recorder numbers on from.
+CLAIM_STEP_COUNT = "(SELECT COUNT(*) FROM agent_sessions_step step WHERE step.run_id = run.id)"
 CLAIM_FROM = """
   FROM agent_sessions_run run
   JOIN tenants_tenant tenant ON run.tenant_id = tenant.id
@@ -55,7 +57,12 @@ SELECT * FROM billing_modelprice WHERE provider = %s AND model = %s ORDER BY id 
 """
 STEP_COUNT = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s"
 STEP_COUNT_OF_KIND = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s AND kind = %s"
-HAS_CHILD_RUNS = "SELECT 1 FROM agent_sessions_run WHERE parent_run_id = %s LIMIT 1"
+# A run's fields again before its end, with whether it has child runs (its tree's usage is summed).
+REREAD = """
+SELECT {columns},
+       EXISTS (SELECT 1 FROM agent_sessions_run child WHERE child.parent_run_id = run.id) AS has_child_runs
+  FROM agent_sessions_run run WHERE run.id = %s
+"""
 # The built-ins, and the tenant's tools among those assigned, in the order the model is offered them.
 CANDIDATE_TOOLS = """
 SELECT * FROM tools_tool WHERE tenant_id IS NULL {assigned} ORDER BY "group", name
@@ -93,16 +100,19 @@ SELECT message.id, message.role, message.content, message.position
 
 
 def claim_read(run_id: Any) -> Run | None:
-    """The run with its tenant, session and user message, in one statement that locks the session's
-    row until the transaction ends (where the database locks rows: SQLite's one writer needs not)."""
+    """The run with its tenant, session, user message and stored step count, in one statement that
+    locks the session's row until the transaction ends (where the database locks rows: SQLite's one
+    writer needs not)."""
     with connection.cursor() as cursor:
         cursor.execute(_claim_statement(), [key(Run, run_id)])
         row = cursor.fetchone()
     if row is None:
         return None
-    run, tenant, session, message = instances(row, [model for model, _ in CLAIM_MODELS])
+    *columns, stored_step_count = row
+    run, tenant, session, message = instances(columns, [model for model, _ in CLAIM_MODELS])
     assert isinstance(run, Run) and isinstance(tenant, Tenant) and isinstance(session, Session)
     run.tenant, run.session = tenant, session
+    run.stored_step_count = int(stored_step_count)
     if isinstance(message, Message):
         run.user_message = message
     return run
@@ -113,7 +123,7 @@ def _claim_statement() -> str:
     lock = (
         connection.ops.for_update_sql(of=("session",)) if connection.features.has_select_for_update_of else ""
     )
-    return f"SELECT {joined_columns(CLAIM_MODELS)} {CLAIM_FROM} {lock}"
+    return f"SELECT {joined_columns(CLAIM_MODELS)}, {CLAIM_STEP_COUNT} {CLAIM_FROM} {lock}"
 
 
 def lane_head(session_id: Any, *, statuses: Collection[str], queued: str) -> tuple[UUID, str] | None:
@@ -144,12 +154,6 @@ def step_count(run_id: Any, *, kind: str | None = None) -> int:
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         return int(cursor.fetchone()[0])
-
-
-def has_child_runs(run_id: Any) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(HAS_CHILD_RUNS, [prepared_value(Run, "parent_run_id", run_id)])
-        return cursor.fetchone() is not None
 
 
 def candidate_tools(*, tenant_id: Any, assigned_ids: Collection[Any]) -> list[Tool]:
@@ -209,11 +213,18 @@ def _run_is_abandoned(status_count: int) -> str:
     return RUN_IS_ABANDONED.format(abandoned=placeholders(status_count))
 
 
-def reread_fields(run: Run, field_names: Sequence[str]) -> None:
-    """``run.refresh_from_db(fields=field_names)`` for plain fields, in a statement built once."""
-    statement = select_statement(Run, tuple(field_names))
-    fresh = next(iter(Run.objects.raw(statement, [key(Run, run.pk)])), None)
+def reread_fields(run: Run, field_names: Sequence[str]) -> bool:
+    """``run.refresh_from_db(fields=field_names)`` for plain fields, in a statement built once;
+    returns whether the run has child runs (executors, sub-agents), read in the same statement."""
+    fresh = next(iter(Run.objects.raw(_reread_statement(tuple(field_names)), [key(Run, run.pk)])), None)
     if fresh is None:
         raise Run.DoesNotExist(f"run {run.pk} no longer exists")
     for name in field_names:
         setattr(run, name, getattr(fresh, name))
+    return bool(vars(fresh)["has_child_runs"])  # a column of the statement, not of the model
+
+
+@cache
+def _reread_statement(field_names: tuple[str, ...]) -> str:
+    columns = ", ".join(column(Run, name) for name in ("id", *field_names))
+    return REREAD.format(columns=columns)

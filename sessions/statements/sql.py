@@ -73,13 +73,6 @@ def advance_statement(model: type[models.Model], column_name: str) -> str:
     )
 
 
-@cache
-def select_statement(model: type[models.Model], field_names: tuple[str, ...]) -> str:
-    pk = column(model, model._meta.pk.name)
-    columns = ", ".join([pk, *(column(model, name) for name in field_names)])
-    return f"SELECT {columns} FROM {table(model)} WHERE {pk} = %s"  # noqa: S608
-
-
 def joined_columns(models_and_aliases: Sequence[tuple[type[models.Model], str]]) -> str:
     """Every concrete column of each model, under its alias, in the order ``instances`` reads them."""
     return ", ".join(
