@@ -24,6 +24,7 @@ from sessions.state import (
     TERMINAL_RUN_STATUSES,
     InvalidTransition,
     StaleTransition,
+    run_moves,
     run_transition,
     step_transition,
 )
@@ -96,6 +97,50 @@ def test_forbidden_run_transitions_raise_and_change_nothing(cast: Cast, source: 
 
     assert Run.objects.filter(pk=run.pk).values_list("status", "version").get() == (source, 0)
     assert session_events(session) == []
+
+
+@pytest.mark.django_db
+def test_moves_along_a_path_are_one_update_and_return_each_moves_audit(cast: Cast) -> None:
+    session = make_session(cast)
+    run = make_run(session)
+
+    with CaptureQueriesContext(connection) as queries:
+        audits = run_moves(
+            run, [S.PLANNING, S.EXECUTING, S.COMPLETED], actor="tester", stop_reason="end_turn"
+        )
+
+    assert [query["sql"].split()[0] for query in queries.captured_queries] == ["UPDATE"]
+    assert audits == [
+        {"from": S.QUEUED, "to": S.PLANNING, "actor": "tester"},
+        {"from": S.PLANNING, "to": S.EXECUTING, "actor": "tester"},
+        {"from": S.EXECUTING, "to": S.COMPLETED, "actor": "tester", "stop_reason": "end_turn"},
+    ]
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.version, stored.stop_reason, stored.lease_owner) == (
+        S.COMPLETED,
+        3,
+        "end_turn",
+        "",
+    )
+    assert (run.status, run.version, stored.finished_at is not None) == (S.COMPLETED, 3, True)
+    assert session_events(session) == []  # the caller emits the audits
+
+
+@pytest.mark.django_db
+def test_a_path_with_a_forbidden_move_raises_and_a_stale_one_returns_none_both_changing_nothing(
+    cast: Cast,
+) -> None:
+    session = make_session(cast)
+    run = make_run(session)
+
+    with pytest.raises(InvalidTransition):
+        run_moves(run, [S.PLANNING, S.QUEUED, S.COMPLETED])
+    Run.objects.filter(pk=run.pk).update(version=F("version") + 1)  # another worker moved it first
+    assert run_moves(run, [S.PLANNING, S.EXECUTING], lease_owner="worker-1") is None
+
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.status, stored.version, stored.lease_owner) == (S.QUEUED, 1, "")
+    assert (run.status, run.version, run.lease_owner) == (S.QUEUED, 0, "")
 
 
 @pytest.mark.django_db
