@@ -315,6 +315,9 @@ class SessionCompactionRecorder:
     def stop_requested(self) -> StopRequestReason | None:
         return None
 
+    def loop_ends(self, stop_reason: str) -> None:
+        """A compaction's summary call ends no run."""
+
     def record_compaction(self, record: CompactionRecord) -> None:
         with transaction.atomic():
             # Holding the session row keeps a run from starting between the check and the snapshot.

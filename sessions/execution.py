@@ -4,6 +4,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -37,6 +38,7 @@ from sessions.recorder import DjangoRunRecorder
 from sessions.run_end import run_finish
 from sessions.run_host import RunHandle, active_runs, new_lease_owner
 from sessions.state import (
+    TERMINAL_RUN_STATUSES,
     InvalidTransition,
     StaleTransition,
     run_transition,
@@ -100,7 +102,9 @@ def _model_and_recorder(run: Run, *, handle: RunHandle) -> tuple[ModelClient, Dj
     """The run's model client, its calls held and paid in credits when the tenant meters them."""
     model = model_client_for(tenant=run.tenant, agent_config=run.agent_config)
     price = run_price(run)
-    recorder = DjangoRunRecorder(run, handle=handle, deadline=_deadline_for(run), price=price)
+    recorder = DjangoRunRecorder(
+        run, handle=handle, deadline=_deadline_for(run), price=price, end_run=partial(_finish_as, run)
+    )
     meter = credit_meter_for(payer_for_run(run), price=price, current_step_id=recorder.open_model_step_id)
     if meter is not None:
         model = MeteredModelClient(model, meter)
@@ -291,8 +295,14 @@ def _record_loop_result(
     if result.stop_reason == "awaiting_subagents":
         _pause_for_subagents(run, subagents.requests if subagents is not None else [])
         return
-    status, stop_reason = LOOP_OUTCOMES[result.stop_reason]
-    run_finish(run, status=status, stop_reason=stop_reason, error=result.error or "")
+    if run.status in TERMINAL_RUN_STATUSES:
+        return  # its recorder stored the end with the last answer (DjangoRunRecorder.loop_ends)
+    _finish_as(run, result.stop_reason, error=result.error or "")
+
+
+def _finish_as(run: Run, loop_stop_reason: str, *, error: str = "") -> None:
+    status, stop_reason = LOOP_OUTCOMES[loop_stop_reason]
+    run_finish(run, status=status, stop_reason=stop_reason, error=error)
 
 
 def run_hand_back(run: Run) -> None:

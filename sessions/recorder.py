@@ -1,7 +1,7 @@
 """The Django-backed ``RunRecorder``: steps, transcript and events of one run, stored."""
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,9 +51,18 @@ class DjangoRunRecorder:
     """
 
     def __init__(
-        self, run: Run, *, handle: RunHandle, deadline: float | None, price: Price | None = None
+        self,
+        run: Run,
+        *,
+        handle: RunHandle,
+        deadline: float | None,
+        price: Price | None = None,
+        end_run: Callable[[str], None] | None = None,
     ) -> None:
         self.run = run
+        # Stores the run's end for the loop's stop reason (sessions.execution); with the last
+        # answer's batch, so the two commit together.
+        self.end_run = end_run
         # The run's model price (billing): each model call's cost is stored with its step.
         self.price = price
         # Where this process's heartbeat and cancel notices leave a stop request (sessions.run_host).
@@ -205,6 +214,10 @@ class DjangoRunRecorder:
 
     def _tool_steps(self, tool_call_id: str) -> Any:
         return Step.objects.filter(run=self.run, kind="tool_call", tool_call_id=tool_call_id)
+
+    def loop_ends(self, stop_reason: str) -> None:
+        if self.end_run is not None:
+            self.end_run(stop_reason)
 
     def stop_requested(self) -> StopRequestReason | None:
         """A cancel, a lost lease or a shutdown noticed by this process, or the wall-clock limit.

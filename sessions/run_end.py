@@ -8,7 +8,12 @@ from django.db import transaction
 from billing.costs import run_cost
 from sessions.events import emit_event, events_batched
 from sessions.models import Run, RunStatus, StopReason
-from sessions.state import TERMINAL_EVENT_TYPES, TERMINAL_RUN_STATUSES, StaleTransition, run_transition
+from sessions.state import (
+    TERMINAL_EVENT_TYPES,
+    TERMINAL_RUN_STATUSES,
+    StaleTransition,
+    run_transition_if_current,
+)
 from sessions.statements.run_reads import reread_fields
 
 
@@ -70,7 +75,9 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
     """Move the run to a terminal state and announce it; a run already finished is left alone.
 
     The run is read again first (its usage and status change while it runs); a cancel request
-    that arrived meanwhile turns a success into ``cancelled``.
+    that arrived meanwhile turns a success into ``cancelled``. Inside a transaction (the batch of
+    the run's last answer: ``sessions.recorder``) it joins it, with no savepoint: a transition
+    that loses to a cancel writes nothing and raises nothing, so the transaction stays usable.
     """
     for _ in range(3):
         has_child_runs = reread_fields(run, FINISH_FIELDS)
@@ -79,19 +86,18 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
         target = status
         if run.status == RunStatus.CANCELLING and status != RunStatus.FAILED:
             target, stop_reason = RunStatus.CANCELLED, StopReason.CANCELLED
-        try:
-            with transaction.atomic(), events_batched():
-                run_transition(run, target, stop_reason=stop_reason, error=error[:10_000], actor=actor)
-                data = _ending_data(run, target, stop_reason, error)
-                if run.parent_run_id is None and has_child_runs:
-                    data.update(_tree_usage_record(run))
-                emit_event(
-                    session_id=run.session_id,
-                    run_id=run.pk,
-                    event_type=TERMINAL_EVENT_TYPES[target],
-                    data=data,
-                )
-            return run
-        except StaleTransition:
-            continue  # a cancel request moved the run meanwhile: re-read and finish from there
+        with transaction.atomic(savepoint=False), events_batched():
+            fields = {"stop_reason": stop_reason, "error": error[:10_000]}
+            if not run_transition_if_current(run, target, actor=actor, **fields):
+                continue  # a cancel request moved the run meanwhile: re-read and finish from there
+            data = _ending_data(run, target, stop_reason, error)
+            if run.parent_run_id is None and has_child_runs:
+                data.update(_tree_usage_record(run))
+            emit_event(
+                session_id=run.session_id,
+                run_id=run.pk,
+                event_type=TERMINAL_EVENT_TYPES[target],
+                data=data,
+            )
+        return run
     raise StaleTransition(f"run {run.pk} kept changing while finishing")

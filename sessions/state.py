@@ -80,21 +80,31 @@ class StaleTransition(Exception):
 def run_transition(run: Run, to_status: str, *, actor: str = "system", **fields: Any) -> Run:
     """Move ``run`` to ``to_status`` (updating ``run`` in place) and audit it as a run.status event."""
     from_status, version = run.status, run.version
-    require_run_transition(from_status, to_status, run=run)  # raised before anything is written
+    if not run_transition_if_current(run, to_status, actor=actor, **fields):
+        raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {version}")
+    return run
+
+
+def run_transition_if_current(run: Run, to_status: str, *, actor: str = "system", **fields: Any) -> bool:
+    """``run_transition``, answering False when another worker or request moved the run first.
+
+    Nothing is written then, and nothing is raised through the transaction: a caller inside one
+    (the run's end with its last answer, ``sessions.run_end``) can read again and go on in it.
+    """
+    require_run_transition(run.status, to_status, run=run)  # raised before anything is written
     is_outermost = not connection.in_atomic_block
     # No savepoint when nested: nothing is written unless the conditional update wins.
     with transaction.atomic(savepoint=False), events_batched():
         audits = run_moves(run, [to_status], actor=actor, **fields)
-        if audits is not None:
-            for audit in audits:
-                emit_run_status(run, audit)
-            if to_status in TERMINAL_RUN_STATUSES:
-                _close_open_steps(run)
-            if is_outermost:
-                flush_batched_events()  # the audit commits with the change, even inside a batch
-    if audits is None:
-        raise StaleTransition(f"run {run.pk} is no longer {from_status} at version {version}")
-    return run
+        if audits is None:
+            return False
+        for audit in audits:
+            emit_run_status(run, audit)
+        if to_status in TERMINAL_RUN_STATUSES:
+            _close_open_steps(run)
+        if is_outermost:
+            flush_batched_events()  # the audit commits with the change, even inside a batch
+    return True
 
 
 def run_moves(

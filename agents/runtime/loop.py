@@ -109,13 +109,17 @@ def run_agent_loop(
         response = loop.call_model()
         if isinstance(response, TurnInterrupted):
             return loop.finish(response.reason, error=response.error)
-        if response.stop_reason == "max_tokens":
-            return loop.finish("max_tokens")
-        tool_calls = tool_calls_in(response.content)
-        if not tool_calls:
-            return loop.finish("end_turn")
-        if stop_reason := loop.answer_tool_calls(tool_calls):
+        if ending := how_response_ends_loop(response):
+            return loop.finish(ending)
+        if stop_reason := loop.answer_tool_calls(tool_calls_in(response.content)):
             return loop.finish(stop_reason)
+
+
+def how_response_ends_loop(response: ModelResponseCompleted) -> Literal["max_tokens", "end_turn"] | None:
+    """A response cut at the output limit, or one that calls no tool, is the loop's last."""
+    if response.stop_reason == "max_tokens":
+        return "max_tokens"
+    return None if tool_calls_in(response.content) else "end_turn"
 
 
 WaitReason = Literal["awaiting_input", "awaiting_approval", "awaiting_subagents"]
@@ -336,6 +340,8 @@ class _AgentLoop:
                 "usage", {"usage": response.usage.as_dict(), "total_usage": self.usage.as_dict()}
             )
             self._append(ChatMessage(role="assistant", content=response.content), usage=response.usage)
+            if ending := how_response_ends_loop(response):
+                self.recorder.loop_ends(ending)
         self.final_text = "".join(block["text"] for block in response.content if block.get("type") == "text")
 
     def _record_results(self) -> None:

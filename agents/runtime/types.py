@@ -269,6 +269,12 @@ class RunRecorder(Protocol):
         """Polled at every boundary and while waiting; must be cheap (no database read)."""
         ...
 
+    def loop_ends(self, stop_reason: str) -> None:
+        """Called inside the batch that records the loop's last model response, when that response
+        ends the loop (``end_turn``, ``max_tokens``): nothing waits before the loop returns, so a
+        recorder may store the run's end in the same transaction."""
+        ...
+
 
 ApprovalState = Literal["not_required", "approved", "denied", "refused", "pending", "asking", "waiting"]
 

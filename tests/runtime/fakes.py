@@ -80,6 +80,8 @@ class InMemoryRecorder:
     # Tool calls an earlier attempt started and never ended (crash recovery).
     interrupted_calls: set[str] = field(default_factory=set)
     requested_stop: StopRequestReason | None = None
+    # What the loop announced, inside the batch of its last response, it ends with.
+    loop_endings: list[str] = field(default_factory=list)
     caller_threads: set[int] = field(default_factory=set)
     _step_ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -122,6 +124,10 @@ class InMemoryRecorder:
     def stop_requested(self) -> StopRequestReason | None:
         self._note_caller()
         return self.requested_stop
+
+    def loop_ends(self, stop_reason: str) -> None:
+        self._note_caller()
+        self.loop_endings.append(stop_reason)
 
     # Helpers for assertions.
 

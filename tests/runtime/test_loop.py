@@ -562,6 +562,32 @@ def test_max_tokens_from_the_model_stops_the_loop() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("turns", "max_model_calls", "endings"),
+    [
+        ([text_turn("Hi.")], 10, ["end_turn"]),
+        ([tool_turn(("call-1", "calculator", {"expression": "6*7"})), text_turn("42.")], 10, ["end_turn"]),
+        ([[ModelResponseCompleted([text_block("Tru")], "max_tokens", Usage(3, 9))]], 10, ["max_tokens"]),
+        ([tool_turn(("call-1", "calculator", {"expression": "1+1"}))] * 2, 1, []),
+    ],
+    ids=["answer", "tool then answer", "cut at max_tokens", "max_steps after tools"],
+)
+def test_the_loop_tells_its_recorder_when_a_response_is_its_last(
+    turns: list[Turn], max_model_calls: int, endings: list[str]
+) -> None:
+    recorder = InMemoryRecorder()
+
+    result = run(
+        ScriptedModel(turns),
+        StaticToolProvider(BUILTIN_TOOLS),
+        recorder,
+        config=config(max_model_calls=max_model_calls),
+    )
+
+    assert recorder.loop_endings == endings
+    assert result.stop_reason == (endings[0] if endings else "max_steps")
+
+
 def test_a_model_error_stops_with_llm_error_and_fails_the_step() -> None:
     error = ModelError("overloaded, retries exhausted", kind="overloaded", is_retryable=True, status_code=529)
     model = ScriptedModel(
