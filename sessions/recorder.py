@@ -46,7 +46,8 @@ class DjangoRunRecorder:
     """Stores what the loop reports, the same way on every database.
 
     Each write is a transaction with its events; the writes inside ``batch()`` share one, so a
-    step's end, its answer and their events commit together. Nothing waits inside a batch, and
+    step's end, its answer and their events commit together, and with them the run's end when
+    the loop says the answer is its last (``loop_ends``). Nothing waits inside a batch, and
     after a write the run gives its database connection back (it is about to wait).
     """
 

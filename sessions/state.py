@@ -1,7 +1,9 @@
 """The run and step state machines: one table each, conditional updates, audit events.
 
 Every transition is ``UPDATE … WHERE id = ? AND status = ? AND version = ?``; losing a
-race (another worker moved the row first) raises ``StaleTransition`` and changes nothing.
+race (another worker moved the row first) changes nothing: ``run_transition`` raises
+``StaleTransition``, ``run_transition_if_current`` answers False and ``run_moves`` None (for
+callers inside a transaction, which an exception raised through it would doom).
 """
 
 from collections.abc import Sequence
