@@ -4,9 +4,11 @@ One hub per event loop (that is, per ASGI process) watches every session that ha
 local subscribers: it listens on the channel layer when there is a cross-process one
 and polls the store as well (``STREAM_POLL_SECONDS``: every 50 ms in the embedded default,
 every second as a safety net with Redis), then hands each event to the session's
-subscribers. Each subscriber remembers the last seq it delivered, drops repeats and fills
-any gap from the store, so a client sees every event once and in order, whichever path it
-came by.
+subscribers. With a layer, the poll reads a session's events only when the layer has not
+brought them by the next poll: under load an announcement often arrives a little after the
+poll sees its seq, and reading it then would only repeat the delivery. Each subscriber
+remembers the last seq it delivered, drops repeats and fills any gap from the store, so a
+client sees every event once and in order, whichever path it came by.
 """
 
 import asyncio
@@ -23,7 +25,7 @@ from typing import Any
 from uuid import UUID
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from sessions import event_store
@@ -179,14 +181,20 @@ def _start_hub_task(coroutine: Coroutine[Any, Any, None]) -> "asyncio.Task[None]
 class StreamHub:
     """This process's watcher of the sessions its clients follow."""
 
-    def __init__(self) -> None:
+    def __init__(self, layer: BaseChannelLayer | None = None) -> None:
+        """``layer``: the channel layer to listen on; by default this process's cross-process
+        one, if it has one."""
         self._feeds: dict[UUID, _SessionFeed] = {}
         # Guards feed creation and removal together with the layer's group membership.
         self._membership_lock = asyncio.Lock()
-        self._layer = get_channel_layer() if has_cross_process_layer() else None
+        if layer is None and has_cross_process_layer():
+            layer = get_channel_layer()
+        self._layer = layer
         self._layer_channel: str | None = None
         self._poll_task: asyncio.Task[None] | None = None
         self._listen_task: asyncio.Task[None] | None = None
+        # With a layer: each session's last seq as the previous poll read it.
+        self._seqs_at_last_poll: dict[UUID, int] = {}
 
     @asynccontextmanager
     async def subscribe(self, session_id: UUID, after_seq: int) -> AsyncIterator[Subscription]:
@@ -275,6 +283,8 @@ class StreamHub:
             await asyncio.sleep(max(0.0, settings.STREAM_POLL_SECONDS - (time.monotonic() - started)))
 
     async def _poll_once(self) -> None:
+        """Deliver what the store holds beyond each feed's known seq: at once without a layer;
+        with one, what was already committed at the previous poll (a missed announcement)."""
         watched = list(self._feeds)
         latest = await fetch_latest_event_seqs(watched)
         for session_id in watched:
@@ -282,7 +292,12 @@ class StreamHub:
             if session_id not in latest and feed is not None:
                 for subscriber in list(feed.subscribers):
                     subscriber.end()
-        for session_id, seq in latest.items():
+        due = latest
+        if self._layer is not None:
+            previous = self._seqs_at_last_poll
+            due = {session_id: seq for session_id, seq in previous.items() if session_id in latest}
+            self._seqs_at_last_poll = latest
+        for session_id, seq in due.items():
             feed = self._feeds.get(session_id)
             while feed is not None and seq > feed.known_seq:
                 page = await fetch_events_after(session_id, feed.known_seq, PAGE_SIZE)
