@@ -15,7 +15,7 @@ from sessions.models import Message, MessageRole, Run, RunStatus
 from sessions.run_host import lease_expiry
 from sessions.sequences import next_session_number
 from sessions.state import ACTIVE_RUN_STATUSES, emit_run_status, run_moves
-from sessions.statements.run_reads import claim_read, lane_head
+from sessions.statements.run_reads import claim_read, dispatch_candidates, lane_head
 from sessions.statements.writes import update_row
 
 
@@ -141,16 +141,10 @@ def _end_of_turn(message_id: UUID, *, run: Run) -> UUID:
 
 
 def runs_to_dispatch(session_id: UUID) -> tuple[list[UUID], UUID | None]:
-    """In one query: the session's queued executor runs (they start at once, beside their parent)
+    """In one read: the session's queued executor runs (they start at once, beside their parent)
     and its lane's next run, as ``next_runnable_run_id`` picks it."""
-    rows = list(
-        Run.objects.filter(session_id=session_id)
-        .filter(
-            Q(parent_run__isnull=False, status=RunStatus.QUEUED)
-            | Q(parent_run__isnull=True, status__in=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED])
-        )
-        .order_by("created_at", "id")
-        .values_list("id", "status", "parent_run_id")
+    rows = dispatch_candidates(
+        session_id, statuses=[*ACTIVE_RUN_STATUSES, RunStatus.QUEUED], queued=RunStatus.QUEUED
     )
     children = [run_id for run_id, _status, parent_id in rows if parent_id is not None]
     lane = [(run_id, status) for run_id, status, parent_id in rows if parent_id is None]

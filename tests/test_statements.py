@@ -19,6 +19,7 @@ from sessions.state import ACTIVE_RUN_STATUSES
 from sessions.statements.post_reads import api_key_with_creator, session_for_posting
 from sessions.statements.run_reads import (
     claim_read,
+    dispatch_candidates,
     lane_head,
     model_price,
     placed_conversation,
@@ -385,6 +386,35 @@ def test_the_lanes_head_is_its_active_run_else_its_oldest_queued_one(cast: Cast)
         active.pk,
         RunStatus.AWAITING_APPROVAL,
     )
+
+
+def test_the_dispatch_candidates_are_queued_executors_and_the_lanes_runs_oldest_first(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice, status=RunStatus.EXECUTING)
+    make_run(agent=run.agent, user=cast.alice, status=RunStatus.QUEUED)  # another session's lane
+
+    def new_run(status: str, **fields: object) -> Run:
+        return Run.objects.create(
+            tenant=cast.tenant_a,
+            session=run.session,
+            agent=run.agent,
+            created_by=cast.alice,
+            status=status,
+            **fields,
+        )
+
+    queued_executor = new_run(RunStatus.QUEUED, parent_run=run)
+    new_run(RunStatus.EXECUTING, parent_run=run)  # an executor already running: not dispatched again
+    new_run(RunStatus.COMPLETED)
+    queued = new_run(RunStatus.QUEUED)
+    lane = [*ACTIVE_RUN_STATUSES, RunStatus.QUEUED]
+
+    candidates = dispatch_candidates(run.session_id, statuses=lane, queued=RunStatus.QUEUED)
+
+    assert candidates == [
+        (run.pk, RunStatus.EXECUTING, None),
+        (queued_executor.pk, RunStatus.QUEUED, run.pk),
+        (queued.pk, RunStatus.QUEUED, None),
+    ]
 
 
 def test_an_api_keys_read_gives_its_tenant_creator_and_creators_role_as_the_orm_reads_them(

@@ -46,6 +46,14 @@ SELECT id, status FROM agent_sessions_run
  ORDER BY CASE WHEN status = %s THEN 1 ELSE 0 END, created_at, id
  LIMIT 1
 """
+# What a lane dispatches: the session's queued executors (they start at once, beside their parent)
+# and its top-level runs that hold or wait for the lane, oldest first.
+DISPATCH_CANDIDATES = """
+SELECT id, status, parent_run_id FROM agent_sessions_run
+ WHERE session_id = %s
+   AND ((parent_run_id IS NOT NULL AND status = %s) OR (parent_run_id IS NULL AND status IN ({statuses})))
+ ORDER BY created_at, id
+"""
 # A run's setup and end read these once each: the tenant's key for the model, the model's price,
 # the steps an earlier attempt stored, the candidate tools, the branch it answers on, whether it
 # has executor runs, and its counters again before the terminal transition.
@@ -134,6 +142,19 @@ def lane_head(session_id: Any, *, statuses: Collection[str], queued: str) -> tup
         cursor.execute(statement, [key(Session, session_id), *statuses, queued])
         row = cursor.fetchone()
     return None if row is None else (Run._meta.pk.to_python(row[0]), row[1])
+
+
+def dispatch_candidates(
+    session_id: Any, *, statuses: Collection[str], queued: str
+) -> list[tuple[UUID, str, UUID | None]]:
+    """(id, status, parent run id) of the session's ``queued`` child runs and of its top-level runs
+    in ``statuses``, oldest first."""
+    statement = DISPATCH_CANDIDATES.format(statuses=placeholders(len(statuses)))
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [key(Session, session_id), queued, *statuses])
+        rows = cursor.fetchall()
+    uuid = Run._meta.pk.to_python  # SQLite answers with the hex text
+    return [(uuid(run_id), status, uuid(parent_id)) for run_id, status, parent_id in rows]
 
 
 def provider_key(*, tenant_id: Any, provider: str) -> ProviderKey | None:
