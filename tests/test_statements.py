@@ -4,6 +4,7 @@ databases (the ORM's own queries are the oracle)."""
 import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import pytest
@@ -362,18 +363,20 @@ def test_a_claims_read_gives_the_run_with_its_tenant_session_and_message_as_the_
     assert claim_read(uuid.uuid4()) is None
 
 
+def another_run_of_its_session(run: Run, status: str, **fields: object) -> Run:
+    return Run.objects.create(
+        tenant=run.tenant,
+        session=run.session,
+        agent=run.agent,
+        created_by=run.created_by,
+        status=status,
+        **fields,
+    )
+
+
 def test_the_lanes_head_is_its_active_run_else_its_oldest_queued_one(cast: Cast) -> None:
     run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice, status=RunStatus.COMPLETED)
-
-    def new_run(status: str, **fields: object) -> Run:
-        return Run.objects.create(
-            tenant=cast.tenant_a,
-            session=run.session,
-            agent=run.agent,
-            created_by=cast.alice,
-            status=status,
-            **fields,
-        )
+    new_run = partial(another_run_of_its_session, run)
 
     lane = [*ACTIVE_RUN_STATUSES, RunStatus.QUEUED]
     assert lane_head(run.session_id, statuses=lane, queued=RunStatus.QUEUED) is None
@@ -391,16 +394,7 @@ def test_the_lanes_head_is_its_active_run_else_its_oldest_queued_one(cast: Cast)
 def test_the_dispatch_candidates_are_queued_executors_and_the_lanes_runs_oldest_first(cast: Cast) -> None:
     run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice, status=RunStatus.EXECUTING)
     make_run(agent=run.agent, user=cast.alice, status=RunStatus.QUEUED)  # another session's lane
-
-    def new_run(status: str, **fields: object) -> Run:
-        return Run.objects.create(
-            tenant=cast.tenant_a,
-            session=run.session,
-            agent=run.agent,
-            created_by=cast.alice,
-            status=status,
-            **fields,
-        )
+    new_run = partial(another_run_of_its_session, run)
 
     queued_executor = new_run(RunStatus.QUEUED, parent_run=run)
     new_run(RunStatus.EXECUTING, parent_run=run)  # an executor already running: not dispatched again
