@@ -63,6 +63,8 @@ class Member:
     post_started: float = 0.0
     post_seconds: float | None = None
     post_error: str = ""
+    # When its socket delivered the run's run.started, and its terminal event.
+    started_at: float | None = None
     terminal_at: float | None = None
     # Counted once as done: its run's end seen, or its post failed.
     is_settled: bool = False

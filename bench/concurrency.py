@@ -110,6 +110,8 @@ class BurstResult:
     post_to_completed_seconds: list[float]
     post_seconds: list[float]
     peak_running: int
+    # Where the burst's time went: see ``burst_phases``.
+    phases: dict[str, float | None]
     memory_mb: dict[str, float]
     worker_processes: int
     connections: dict[str, int | None]
@@ -131,6 +133,7 @@ class BurstResult:
             "post_to_completed_p50_seconds": _censored_percentile(done, self.runs_accepted, 0.5),
             "post_to_completed_p95_seconds": _censored_percentile(done, self.runs_accepted, 0.95),
             "peak_runs_at_once": self.peak_running,
+            "phases_seconds": self.phases,
             "post_p50_ms": round(percentile(self.post_seconds, 0.5) * 1000, 1),
             "post_p95_ms": round(percentile(self.post_seconds, 0.95) * 1000, 1),
             "post_max_ms": round(max(self.post_seconds, default=float("nan")) * 1000, 1),
@@ -145,6 +148,28 @@ class BurstResult:
             "load_average_before": self.load_average_before,
             "checks": self.checks,
         }
+
+
+def burst_phases(members: list[Member], started: float) -> dict[str, float | None]:
+    """When the last POST was answered (after the release), and medians of how long a run waited
+    from its POST's answer to its ``run.started`` at the socket (the claim) and from there to its
+    end (the model and the answer): which stage a burst's makespan is made of."""
+    answered = [
+        (member, member.post_started + member.post_seconds)
+        for member in members
+        if member.post_seconds is not None and not member.post_error
+    ]
+    claims = [member.started_at - at for member, at in answered if member.started_at is not None]
+    runs = [
+        member.terminal_at - member.started_at
+        for member, _ in answered
+        if member.started_at is not None and member.terminal_at is not None
+    ]
+    return {
+        "last_post_answered": round(max(at for _, at in answered) - started, 3) if answered else None,
+        "post_answered_to_started_p50": round(percentile(claims, 0.5), 3) if claims else None,
+        "started_to_end_p50": round(percentile(runs, 0.5), 3) if runs else None,
+    }
 
 
 def _censored_percentile(done: list[float], total: int, fraction: float) -> float | None:
@@ -268,6 +293,8 @@ class Burst:
                 if not isinstance(envelope, dict) or "seq" not in envelope:
                     continue  # a heartbeat
                 member.envelopes.append(envelope)
+                if envelope.get("type") == "run.started" and member.started_at is None:
+                    member.started_at = time.perf_counter()
                 if envelope.get("type") in TERMINAL_EVENT_TYPES and member.terminal_at is None:
                     member.terminal_at = time.perf_counter()
                     self._settle(member)
@@ -419,6 +446,7 @@ class Burst:
             post_to_completed_seconds=[(member.terminal_at or 0.0) - member.post_started for member in done],
             post_seconds=[member.post_seconds for member in members if member.post_seconds is not None],
             peak_running=peak_running,
+            phases=burst_phases(members, observed.started),
             memory_mb={
                 "server_rss": server.rss_mb,
                 "server_pss": server.pss_mb,

@@ -8,6 +8,9 @@ TIMING_HEADERS = (
     "scenario", "N", "POSTs accepted", "makespan s", "post → run.completed p50 s", "p95 s",
     "peak runs at once", "POST p50 ms", "POST p95 ms",
 )  # fmt: skip
+PHASE_HEADERS = (
+    "scenario", "N", "last POST answered s", "POST answered → run.started p50 s", "run.started → end p50 s",
+)  # fmt: skip
 RESOURCE_HEADERS = (
     "scenario", "N", "RSS MB server + worker", "PSS MB server + worker", "peak PG connections",
     "CPU s/run server", "workers", "PostgreSQL", "client", "fake model", "rest of machine", "machine busy %",
@@ -58,6 +61,17 @@ def _timing_row(summary: dict[str, Any]) -> list[str]:
     ]
 
 
+def _phase_row(summary: dict[str, Any]) -> list[str]:
+    phases = summary["phases_seconds"]
+    return [
+        summary["scenario"],
+        str(summary["n"]),
+        _number(phases["last_post_answered"]),
+        _number(phases["post_answered_to_started_p50"]),
+        _number(phases["started_to_end_p50"]),
+    ]
+
+
 def _resource_row(summary: dict[str, Any]) -> list[str]:
     memory, connections = summary["memory_mb"], summary["postgres_connections"]
     peak = connections["peak"]
@@ -105,6 +119,11 @@ def markdown_report(report: dict[str, Any]) -> str:
         " the runs whose POST was accepted (202).",
         "",
         *_table(TIMING_HEADERS, [_timing_row(summary) for summary in results]),
+        "",
+        "Where the makespan went (seconds after the release; medians over the runs; the socket's"
+        " run.started marks the worker's claim):",
+        "",
+        *_table(PHASE_HEADERS, [_phase_row(summary) for summary in results]),
         "",
         "Resources over the burst (memory at its end; CPU seconds per run; PostgreSQL is every"
         " PostgreSQL process on the machine):",
