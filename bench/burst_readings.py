@@ -28,6 +28,7 @@ from bench.common import (
     SqliteBenchDatabase,
     cpu_seconds_with_exited_children,
     machine_busy_seconds,
+    percentile,
     postgres_cpu_seconds,
     tree_cpu_seconds_with_exited,
 )
@@ -68,6 +69,28 @@ class Member:
     terminal_at: float | None = None
     # Counted once as done: its run's end seen, or its post failed.
     is_settled: bool = False
+
+
+def burst_phases(members: list[Member], started: float) -> dict[str, float | None]:
+    """When the last POST was answered (after the release), and medians of how long a run waited
+    from its POST's answer to its ``run.started`` at the socket (the claim) and from there to its
+    end (the model and the answer): which stage a burst's makespan is made of."""
+    answered = [
+        (member, member.post_started + member.post_seconds)
+        for member in members
+        if member.post_seconds is not None and not member.post_error
+    ]
+    claims = [member.started_at - at for member, at in answered if member.started_at is not None]
+    runs = [
+        member.terminal_at - member.started_at
+        for member, _ in answered
+        if member.started_at is not None and member.terminal_at is not None
+    ]
+    return {
+        "last_post_answered": round(max(at for _, at in answered) - started, 3) if answered else None,
+        "post_answered_to_started_p50": round(percentile(claims, 0.5), 3) if claims else None,
+        "started_to_end_p50": round(percentile(runs, 0.5), 3) if runs else None,
+    }
 
 
 @dataclass(frozen=True)
