@@ -56,12 +56,15 @@ SELECT id, status, parent_run_id FROM agent_sessions_run
 """
 # A run's setup and end read these once each: the tenant's key for the model, the model's price,
 # the steps an earlier attempt stored, the candidate tools, the branch it answers on, whether it
-# has executor runs, and its counters again before the terminal transition.
+# has executor runs, and its counters again before the terminal transition. Each names its
+# columns ({columns}, from the model) rather than ``*``: a prepared statement's row must keep its
+# shape when a migration adds a column.
 PROVIDER_KEY = """
-SELECT * FROM tenants_providerkey WHERE tenant_id = %s AND provider = %s ORDER BY id LIMIT 1
+SELECT {columns} FROM tenants_providerkey provider_key
+ WHERE tenant_id = %s AND provider = %s ORDER BY id LIMIT 1
 """
 MODEL_PRICE = """
-SELECT * FROM billing_modelprice WHERE provider = %s AND model = %s ORDER BY id LIMIT 1
+SELECT {columns} FROM billing_modelprice price WHERE provider = %s AND model = %s ORDER BY id LIMIT 1
 """
 STEP_COUNT = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s"
 STEP_COUNT_OF_KIND = "SELECT COUNT(*) FROM agent_sessions_step WHERE run_id = %s AND kind = %s"
@@ -73,7 +76,7 @@ SELECT {columns},
 """
 # The built-ins, and the tenant's tools among those assigned, in the order the model is offered them.
 CANDIDATE_TOOLS = """
-SELECT * FROM tools_tool WHERE tenant_id IS NULL {assigned} ORDER BY "group", name
+SELECT {columns} FROM tools_tool tool WHERE tenant_id IS NULL {assigned} ORDER BY "group", name
 """
 ASSIGNED_TOOLS = "OR (tenant_id = %s AND id IN ({ids}))"
 # The conversation's placed messages (an executor's belong to its run, not to the conversation).
@@ -89,7 +92,7 @@ RUN_IS_ABANDONED = """
   OR EXISTS (SELECT 1 FROM agent_sessions_run retry WHERE retry.retry_of_id = run.id)
 """
 LATEST_SNAPSHOT = """
-SELECT snapshot.* FROM agent_sessions_compactionsnapshot snapshot
+SELECT {columns} FROM agent_sessions_compactionsnapshot snapshot
   LEFT JOIN agent_sessions_run run ON snapshot.run_id = run.id
  WHERE snapshot.session_id = %s AND snapshot.replaces_up_to_position IN ({positions})
    AND NOT (run.id IS NOT NULL AND ({run_is_abandoned}))
@@ -160,11 +163,13 @@ def dispatch_candidates(
 def provider_key(*, tenant_id: Any, provider: str) -> ProviderKey | None:
     """The tenant's own key for ``provider``, if it stored one."""
     params = [prepared_value(ProviderKey, "tenant_id", tenant_id), provider]
-    return next(iter(ProviderKey.objects.raw(PROVIDER_KEY, params)), None)
+    statement = PROVIDER_KEY.format(columns=_columns(ProviderKey, "provider_key"))
+    return next(iter(ProviderKey.objects.raw(statement, params)), None)
 
 
 def model_price(*, provider: str, model: str) -> ModelPrice | None:
-    return next(iter(ModelPrice.objects.raw(MODEL_PRICE, [provider, model])), None)
+    statement = MODEL_PRICE.format(columns=_columns(ModelPrice, "price"))
+    return next(iter(ModelPrice.objects.raw(statement, [provider, model])), None)
 
 
 def step_count(run_id: Any, *, kind: str | None = None) -> int:
@@ -184,7 +189,8 @@ def candidate_tools(*, tenant_id: Any, assigned_ids: Collection[Any]) -> list[To
         assigned = ASSIGNED_TOOLS.format(ids=placeholders(len(assigned_ids)))
         params = [prepared_value(Tool, "tenant_id", tenant_id)]
         params += [key(Tool, tool_id) for tool_id in assigned_ids]
-    tools = list(Tool.objects.raw(CANDIDATE_TOOLS.format(assigned=assigned), params))
+    statement = CANDIDATE_TOOLS.format(columns=_columns(Tool, "tool"), assigned=assigned)
+    tools = list(Tool.objects.raw(statement, params))
     served = [tool for tool in tools if tool.mcp_server_id is not None]
     if served:
         prefetch_related_objects(served, "mcp_server")
@@ -206,7 +212,9 @@ def latest_snapshot(
     """The newest snapshot of the session that replaces the context up to one of ``positions``,
     unless its run was abandoned (ended in ``abandoned_statuses``, or retried)."""
     statement = LATEST_SNAPSHOT.format(
-        positions=placeholders(len(positions)), run_is_abandoned=_run_is_abandoned(len(abandoned_statuses))
+        columns=_columns(CompactionSnapshot, "snapshot"),
+        positions=placeholders(len(positions)),
+        run_is_abandoned=_run_is_abandoned(len(abandoned_statuses)),
     )
     params = [key(Session, session_id), *positions, *abandoned_statuses]
     return next(iter(CompactionSnapshot.objects.raw(statement, params)), None)
@@ -249,3 +257,8 @@ def reread_fields(run: Run, field_names: Sequence[str]) -> bool:
 def _reread_statement(field_names: tuple[str, ...]) -> str:
     columns = ", ".join(column(Run, name) for name in ("id", *field_names))
     return REREAD.format(columns=columns)
+
+
+@cache
+def _columns(model: type[models.Model], alias: str) -> str:
+    return joined_columns(((model, alias),))
