@@ -108,10 +108,11 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # PostgreSQL binds the parameters and keeps the statements a connection repeats prepared
     # (psycopg's server-side binding; Django turns prepared statements off unless asked), where
-    # it otherwise parsed and planned each of a run's statements anew: that planning was about a
-    # third of PostgreSQL's CPU per run (docs/benchmarks.md). A statement is prepared the second
-    # time a connection runs it, so a one-off costs no extra round trip. Turn it off behind a
-    # transaction-mode pooler that does not track prepared statements (PgBouncer before 1.21).
+    # it otherwise parsed and planned each of a run's statements anew: planning took two thirds
+    # of the time PostgreSQL spent on a burst's statements (docs/benchmarks.md). A statement is
+    # prepared the second time a connection runs it, so a one-off costs no extra round trip. Turn
+    # it off behind a transaction-mode pooler that does not track prepared statements (PgBouncer
+    # before 1.21).
     if env_bool("DATABASE_PREPARED_STATEMENTS", True):
         DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=1)
     # Requests (one thread each under ASGI) and runs (many threads per worker, sessions.run_host)
