@@ -56,9 +56,9 @@ SELECT id, status, parent_run_id FROM agent_sessions_run
 """
 # A run's setup and end read these once each: the tenant's key for the model, the model's price,
 # the steps an earlier attempt stored, the candidate tools, the branch it answers on, whether it
-# has executor runs, and its counters again before the terminal transition. Each names its
-# columns ({columns}, from the model) rather than ``*``: a prepared statement's row must keep its
-# shape when a migration adds a column.
+# has executor runs, and its counters again before the terminal transition. Those that read
+# whole rows name their columns ({columns}, from the model) rather than ``*``: a prepared
+# statement's row must keep its shape when a migration adds a column.
 PROVIDER_KEY = """
 SELECT {columns} FROM tenants_providerkey provider_key
  WHERE tenant_id = %s AND provider = %s ORDER BY id LIMIT 1
