@@ -104,7 +104,8 @@ class CpuReading:
     total: float
 
 
-def read_cpu(stack: BenchStack, *, fake_model_pid: int) -> CpuReading:
+def read_cpu(stack: BenchStack, *, fake_model_pid: int, posting_pid: int | None = None) -> CpuReading:
+    """``posting_pid``: the bench's posting process (bench.burst_posts), counted as its client."""
     if stack.server is None or stack.workers is None:
         raise BenchError("the stack is not started")
     busy, total = machine_busy_seconds()
@@ -112,7 +113,8 @@ def read_cpu(stack: BenchStack, *, fake_model_pid: int) -> CpuReading:
         server=tree_cpu_seconds_with_exited(stack.server.pid),
         workers=tree_cpu_seconds_with_exited(stack.workers.pid),
         postgres=postgres_cpu_seconds() if isinstance(stack.database, PostgresBenchDatabase) else None,
-        client=cpu_seconds_with_exited_children(os.getpid()),
+        client=cpu_seconds_with_exited_children(os.getpid())
+        + (tree_cpu_seconds_with_exited(posting_pid) if posting_pid else 0.0),
         fake_model=tree_cpu_seconds_with_exited(fake_model_pid),
         busy=busy,
         total=total,

@@ -4,7 +4,8 @@ The fake model server answers every model call after a fixed delay (2 s before i
 as a real model's time to first token), in its own process. For each scenario (``plain``: one
 model call; ``tool``: the model asks for ``calculator``, then answers) and each N, a fresh stack
 (one uvicorn, one ``manage.py worker``) gets N sessions, each watched by a websocket, then N
-concurrent POSTs released together; the burst ends when every socket has seen its run end.
+concurrent POSTs released together from a process of their own (bench.burst_posts); the burst
+ends when every socket has seen its run end.
 
     .venv/bin/python bench/concurrency.py                       # embedded default: SQLite, N = 10, 20
     .venv/bin/python bench/concurrency.py \\
@@ -37,6 +38,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
 
 from bench.agent_turn import FakeModelProcess, extra_environment, fake_model
+from bench.burst_posts import Post, PostingProcess, PostOutcome, PostTarget
 from bench.burst_readings import (
     TERMINAL_EVENT_TYPES,
     TERMINAL_RUN_STATUSES,
@@ -286,20 +288,11 @@ class Burst:
         if self._remaining <= 0:
             self._all_done.set()
 
-    async def _post(self, client: httpx.AsyncClient, member: Member) -> None:
-        member.post_started = time.perf_counter()
-        try:
-            response = await client.post(
-                f"/api/v1/sessions/{member.session_id}/messages/", json={"content": member.content}
-            )
-        except httpx.HTTPError as error:
-            member.post_error = f"{type(error).__name__}: {error}"
-        else:
-            member.post_seconds = time.perf_counter() - member.post_started
-            if response.status_code == 202:
-                member.run_id = response.json()["run"]["id"]
-            else:
-                member.post_error = f"{response.status_code} {response.text[:200]}"
+    def _take_outcome(self, member: Member, outcome: PostOutcome) -> None:
+        member.post_started = outcome.started
+        member.post_seconds = outcome.seconds
+        member.run_id = outcome.run_id
+        member.post_error = outcome.error
         if member.post_error:
             self._settle(member)  # no run to wait for
 
@@ -378,24 +371,28 @@ class Burst:
             else None
         )
         self._remaining = len(members)
-        idle_connections = await sampler.now() if sampler is not None else None
-        load_before = load_average()
-        cpu_before = read_cpu(self.stack, fake_model_pid=self.model.pid)
-        log(f"bench: {self.plan.scenario} x {self.plan.size}: posting")
+        target = PostTarget(self.stack.base_url, self.stack.api_key, self.plan.timeout)
+        poster = await asyncio.to_thread(
+            PostingProcess, target, [Post(member.session_id, member.content) for member in members]
+        )
         try:
+            idle_connections = await sampler.now() if sampler is not None else None
+            load_before = load_average()
+            cpu_before = read_cpu(self.stack, fake_model_pid=self.model.pid, posting_pid=poster.pid)
+            log(f"bench: {self.plan.scenario} x {self.plan.size}: posting")
             if sampler is not None:
                 await sampler.start()
-            # Each post opens its own connection, as a user's does after uvicorn's 5 s keep-alive.
-            async with self._client() as client:
-                started = time.perf_counter()
-                await asyncio.gather(*(self._post(client, member) for member in members))
-                await self._wait(reader, started)
+            started = time.perf_counter()
+            for member, outcome in zip(members, await poster.release(), strict=True):
+                self._take_outcome(member, outcome)
+            await self._wait(reader, started)
             ended = time.perf_counter()
-            cpu_after = read_cpu(self.stack, fake_model_pid=self.model.pid)
+            cpu_after = read_cpu(self.stack, fake_model_pid=self.model.pid, posting_pid=poster.pid)
             server_memory, workers_memory = self.stack.memory()
         finally:
             if sampler is not None:
                 await sampler.stop()
+            poster.close()
         return Observed(
             started=started,
             ended=ended,
