@@ -5,8 +5,8 @@ N = 200: it read answers the server had already sent up to a second late (the se
 bench's process busy), and counted that as the POST's latency. N users' browsers are not one
 Python loop. The posting process starts before the burst, opens nothing until released, then
 sends every post at once, each on a connection of its own, and reports when each was sent and
-answered (its answer's last byte read). Its times are ``time.perf_counter()`` values, which on Linux read the system-wide
-monotonic clock, so they compare with the main process's.
+answered (its answer's last byte read). Its times are ``time.perf_counter()`` values, which on
+Linux read the system-wide monotonic clock, so they compare with the main process's.
 """
 
 from __future__ import annotations
