@@ -16,9 +16,7 @@ See bench/README.md for what each number means.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import multiprocessing
 import os
 import sys
 import time
@@ -41,6 +39,7 @@ from websockets.typing import Subprotocol
 from bench.common import (
     BenchError,
     BenchStack,
+    PipedProcess,
     StackOptions,
     cpu_seconds,
     git_commit,
@@ -578,27 +577,17 @@ class FakeModelProcess:
     """
 
     def __init__(self) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._commands, child_end = context.Pipe()
-        self._process = context.Process(target=_serve_fake_model, args=(child_end,), daemon=True)
-        self._process.start()
-        if not self._commands.poll(30):
-            self._process.kill()
-            raise BenchError("the fake model server did not start")
-        self.url: str = self._commands.recv()
-        self.pid: int = self._process.pid or 0
+        self._process = PipedProcess("fake model server", _serve_fake_model)
+        self.url: str = self._process.ready
+        self.pid = self._process.pid
 
     def script(self, *turns: Turn, match: str) -> None:
         """Queue turns for the requests containing ``match``; returns once the server has them."""
-        self._commands.send((turns, match))
-        self._commands.recv()
+        self._process.commands.send((turns, match))
+        self._process.commands.recv()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._commands.send(None)
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
+        self._process.close()
 
 
 def _serve_fake_model(commands: Connection) -> None:

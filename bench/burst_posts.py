@@ -12,17 +12,13 @@ Linux read the system-wide monotonic clock, so they compare with the main proces
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import multiprocessing
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from urllib.parse import SplitResult, urlsplit
 
-from bench.common import BenchError
-
-START_TIMEOUT_SECONDS = 30.0
+from bench.common import PipedProcess
 
 
 @dataclass(frozen=True)
@@ -53,28 +49,16 @@ class PostingProcess:
     It stays alive (idle) until ``close()``, so CPU readings taken around the burst can include it."""
 
     def __init__(self, target: PostTarget, posts: list[Post]) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._commands, child_end = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child_end, target, posts), daemon=True)
-        self._process.start()
-        if not self._commands.poll(START_TIMEOUT_SECONDS):
-            self.close()
-            raise BenchError("the posting process did not start")
-        self._commands.recv()
-        self.pid: int = self._process.pid or 0
+        self._process = PipedProcess("posting process", _serve, target, posts)
+        self.pid = self._process.pid
 
     async def release(self) -> list[PostOutcome]:
-        self._commands.send("release")
-        outcomes: list[PostOutcome] = await asyncio.to_thread(self._commands.recv)
+        self._process.commands.send("release")
+        outcomes: list[PostOutcome] = await asyncio.to_thread(self._process.commands.recv)
         return outcomes
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._commands.send(None)
-        self._process.join(timeout=5)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
+        self._process.close()
 
 
 def _serve(commands: Connection, target: PostTarget, posts: list[Post]) -> None:

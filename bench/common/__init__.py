@@ -10,7 +10,7 @@ everything it created is removed, when the ``with`` block ends, including on Ctr
 """
 
 from bench.common.databases import BenchDatabase, PostgresBenchDatabase, SqliteBenchDatabase
-from bench.common.processes import BenchError, free_port, git_commit, log, stop_on_signals
+from bench.common.processes import BenchError, PipedProcess, free_port, git_commit, log, stop_on_signals
 from bench.common.readings import (
     MemorySample,
     cpu_seconds,
@@ -33,6 +33,7 @@ __all__ = [
     "BenchError",
     "BenchStack",
     "MemorySample",
+    "PipedProcess",
     "PostgresBenchDatabase",
     "SqliteBenchDatabase",
     "StackOptions",

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 # The checkout whose code the stack runs: this one, or another one's (``BENCH_APP_ROOT``, which
 # bench/compare.py sets to measure two checkouts with the same bench, interpreter and packages).
@@ -34,6 +36,35 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+class PipedProcess:
+    """A Python function in a spawned process of its own, driven over a pipe.
+
+    ``target(commands, *arguments)`` sends one message when it is ready (kept as ``ready``), then
+    answers what it is sent until it receives None.
+    """
+
+    START_TIMEOUT_SECONDS = 30.0
+
+    def __init__(self, name: str, target: Callable[..., None], *arguments: Any) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.commands, child_end = context.Pipe()
+        self._process = context.Process(target=target, args=(child_end, *arguments), daemon=True)
+        self._process.start()
+        if not self.commands.poll(self.START_TIMEOUT_SECONDS):
+            self.close()
+            raise BenchError(f"the {name} did not start")
+        self.ready: Any = self.commands.recv()
+        self.pid: int = self._process.pid or 0
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.commands.send(None)
+        self._process.join(timeout=5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
 
 
 class ManagedProcess:
