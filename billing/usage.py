@@ -120,9 +120,7 @@ GROUPS: dict[GroupBy, tuple[list[str], dict[str, Any], Callable[[dict[str, Any]]
 
 def usage_steps_for_actor(*, actor: Actor) -> QuerySet[Step]:
     """The completed model calls of the actor's tenant that the actor may count."""
-    steps = Step.objects.filter(
-        run__tenant=actor.tenant, kind=StepKind.MODEL_CALL, status=StepStatus.COMPLETED
-    )
+    steps = Step.objects.filter(tenant=actor.tenant, kind=StepKind.MODEL_CALL, status=StepStatus.COMPLETED)
     if not actor.can(Role.ADMIN):
         steps = steps.filter(run__created_by_id=actor.user_id)
     return steps

@@ -105,6 +105,7 @@ class DjangoRunRecorder:
         with self.batch():
             step = Step.objects.create(
                 run=self.run,
+                tenant_id=self.run.tenant_id,
                 index=self._next_step_index,
                 kind=kind,
                 status=StepStatus.RUNNING,

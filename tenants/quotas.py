@@ -86,7 +86,7 @@ def check_message_rate(*, actor: Actor) -> None:
 def check_model_token_rate(*, tenant: Tenant) -> None:
     limit = _positive_limit(tenant, "model_tokens_per_minute")
     now = timezone.now()
-    recent_steps = Step.objects.filter(run__tenant=tenant, finished_at__gt=now - RATE_WINDOW)
+    recent_steps = Step.objects.filter(tenant=tenant, finished_at__gt=now - RATE_WINDOW)
     tokens_in_window = recent_steps.aggregate(tokens=Sum(F("input_tokens") + F("output_tokens")))["tokens"]
     if (tokens_in_window or 0) < limit:
         return

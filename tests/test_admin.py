@@ -84,7 +84,7 @@ def make_conversation(agent: Agent, user: Any) -> Run:
     run = Run.objects.create(
         tenant=agent.tenant, session=session, agent=agent, created_by=user, status=RunStatus.COMPLETED
     )
-    Step.objects.create(run=run, index=0, kind="model_call", status="completed")
+    Step.objects.create(run=run, tenant_id=run.tenant_id, index=0, kind="model_call", status="completed")
     RunEvent.objects.create(session=session, run=run, seq=1, type="run.completed", data={})
     return run
 

@@ -87,7 +87,12 @@ def rows_of_every_kind(tenant: Tenant, owner: Any, prefix: str) -> Rows:
         stop_reason="end_turn",
     )
     step = Step.objects.create(
-        run=run, index=0, kind="tool_call", status="completed", tool_call_id=f"{prefix}-call"
+        run=run,
+        tenant_id=run.tenant_id,
+        index=0,
+        kind="tool_call",
+        status="completed",
+        tool_call_id=f"{prefix}-call",
     )
     event = RunEvent.objects.create(
         session=session, run=run, seq=1, type="run.completed", data={"note": f"{prefix} event"}

@@ -60,6 +60,7 @@ def make_step(run: Run, *, input_tokens: int, output_tokens: int, seconds_ago: f
     finished_at = None if seconds_ago is None else NOW - timedelta(seconds=seconds_ago)
     return Step.objects.create(
         run=run,
+        tenant_id=run.tenant_id,
         index=next(_step_index),
         kind=StepKind.MODEL_CALL,
         status=StepStatus.COMPLETED,

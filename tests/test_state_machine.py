@@ -149,7 +149,7 @@ def test_every_allowed_step_transition_moves_and_bumps_the_version(
     cast: Cast, source: str, target: str
 ) -> None:
     run = make_run(make_session(cast), status=S.EXECUTING)
-    step = Step.objects.create(run=run, index=0, kind="model_call", status=source)
+    step = Step.objects.create(run=run, tenant_id=run.tenant_id, index=0, kind="model_call", status=source)
 
     step_transition(step, target)
 
@@ -160,7 +160,7 @@ def test_every_allowed_step_transition_moves_and_bumps_the_version(
 @pytest.mark.parametrize("source", [StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.CANCELLED])
 def test_finished_steps_do_not_move(cast: Cast, source: str) -> None:
     run = make_run(make_session(cast), status=S.EXECUTING)
-    step = Step.objects.create(run=run, index=0, kind="model_call", status=source)
+    step = Step.objects.create(run=run, tenant_id=run.tenant_id, index=0, kind="model_call", status=source)
 
     with pytest.raises(InvalidTransition):
         step_transition(step, StepStatus.RUNNING)
@@ -172,7 +172,7 @@ def test_finished_steps_do_not_move(cast: Cast, source: str) -> None:
 def test_a_terminal_run_cancels_its_open_steps_and_leaves_finished_ones(cast: Cast) -> None:
     run = make_run(make_session(cast), status=S.EXECUTING)
     for index, status in enumerate([StepStatus.COMPLETED, StepStatus.RUNNING, StepStatus.PENDING]):
-        Step.objects.create(run=run, index=index, kind="tool_call", status=status)
+        Step.objects.create(run=run, tenant_id=run.tenant_id, index=index, kind="tool_call", status=status)
 
     run_transition(run, S.CANCELLED, stop_reason="cancelled")
 
@@ -189,7 +189,7 @@ def test_finishing_a_run_cancels_its_open_steps_and_audits_the_move_then_the_end
     session = make_session(cast)
     run = make_run(session, status=S.EXECUTING, input_tokens=7, output_tokens=3)
     for index, status in enumerate([StepStatus.COMPLETED, StepStatus.RUNNING, StepStatus.PENDING]):
-        Step.objects.create(run=run, index=index, kind="tool_call", status=status)
+        Step.objects.create(run=run, tenant_id=run.tenant_id, index=index, kind="tool_call", status=status)
 
     finished = run_finish(run, status=S.FAILED, stop_reason="llm_error", error="boom")
 

@@ -52,7 +52,9 @@ MOMENT = datetime(2026, 11, 28, 4, 5, 6, 789012, tzinfo=UTC)
 
 def test_an_update_sets_values_adds_to_counters_and_reads_back_as_the_orm_wrote_them(cast: Cast) -> None:
     run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
-    step = Step.objects.create(run=run, index=0, kind="model_call", status=StepStatus.RUNNING)
+    step = Step.objects.create(
+        run=run, tenant_id=run.tenant_id, index=0, kind="model_call", status=StepStatus.RUNNING
+    )
     output = {"content": [{"type": "text", "text": "Grüße"}], "nested": {"n": 1.5, "none": None}}
 
     changed = update_row(
@@ -167,10 +169,18 @@ def test_the_placed_conversation_leaves_out_queued_and_executor_messages(cast: C
 def test_closing_open_steps_moves_only_the_runs_open_steps(cast: Cast) -> None:
     run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
     other = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
-    running = Step.objects.create(run=run, index=0, kind="model_call", status=StepStatus.RUNNING, version=2)
-    pending = Step.objects.create(run=run, index=1, kind="tool_call", status=StepStatus.PENDING)
-    done = Step.objects.create(run=run, index=2, kind="tool_call", status=StepStatus.COMPLETED, version=1)
-    theirs = Step.objects.create(run=other, index=0, kind="model_call", status=StepStatus.RUNNING)
+    running = Step.objects.create(
+        run=run, tenant_id=run.tenant_id, index=0, kind="model_call", status=StepStatus.RUNNING, version=2
+    )
+    pending = Step.objects.create(
+        run=run, tenant_id=run.tenant_id, index=1, kind="tool_call", status=StepStatus.PENDING
+    )
+    done = Step.objects.create(
+        run=run, tenant_id=run.tenant_id, index=2, kind="tool_call", status=StepStatus.COMPLETED, version=1
+    )
+    theirs = Step.objects.create(
+        run=other, tenant_id=other.tenant_id, index=0, kind="model_call", status=StepStatus.RUNNING
+    )
     untouched = {step.pk: field_values(step) for step in (done, theirs)}
 
     closed = close_open_steps(
@@ -209,8 +219,12 @@ def test_step_count_and_child_runs_are_the_runs_own(cast: Cast) -> None:
     run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
     other = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.alice)
     for index in range(3):
-        Step.objects.create(run=run, index=index, kind="model_call", status=StepStatus.COMPLETED)
-    Step.objects.create(run=other, index=0, kind="model_call", status=StepStatus.COMPLETED)
+        Step.objects.create(
+            run=run, tenant_id=run.tenant_id, index=index, kind="model_call", status=StepStatus.COMPLETED
+        )
+    Step.objects.create(
+        run=other, tenant_id=other.tenant_id, index=0, kind="model_call", status=StepStatus.COMPLETED
+    )
     Run.objects.create(
         tenant=cast.tenant_a,
         session=other.session,
@@ -339,8 +353,12 @@ def test_a_claims_read_gives_the_run_with_its_tenant_session_and_message_as_the_
         tenant=cast.tenant_a, session=run.session, agent=run.agent, created_by=cast.alice, parent_run=run
     )
     for index in range(2):
-        Step.objects.create(run=run, index=index, kind="model_call", status=StepStatus.COMPLETED)
-    Step.objects.create(run=child, index=0, kind="model_call", status=StepStatus.COMPLETED)
+        Step.objects.create(
+            run=run, tenant_id=run.tenant_id, index=index, kind="model_call", status=StepStatus.COMPLETED
+        )
+    Step.objects.create(
+        run=child, tenant_id=child.tenant_id, index=0, kind="model_call", status=StepStatus.COMPLETED
+    )
 
     read = claim_read(run.pk)
 

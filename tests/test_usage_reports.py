@@ -207,6 +207,7 @@ def make_call(
     values: dict[str, Any] = {"kind": "model_call", "status": "completed", **fields}
     return Step.objects.create(
         run=run,
+        tenant_id=run.tenant_id,
         index=index,
         finished_at=at,
         input_tokens=input_tokens,

@@ -56,8 +56,13 @@ class Run(models.Model):
     )
     agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, related_name="runs")
     user_message = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, related_name="+")
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    created_by = models.ForeignKey(  # indexed by run_member_status
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     parent_run = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="children"
@@ -106,6 +111,9 @@ class Run(models.Model):
             models.Index(fields=["session", "status", "created_at"], name="run_session_lane"),
             models.Index(fields=["status", "lease_expires_at"], name="run_status_lease"),
             models.Index(fields=["tenant", "-created_at"], name="run_tenant_created"),
+            # A post counts its member's active runs (tenants.quotas): found among the member's
+            # own runs, whatever other tenants have running.
+            models.Index(fields=["created_by", "status"], name="run_member_status"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -149,6 +157,10 @@ class Step(models.Model):
     run = models.ForeignKey(  # indexed by step_unique_index
         Run, on_delete=models.CASCADE, related_name="steps", db_index=False
     )
+    # The run's tenant, kept on the step so a tenant's recent steps are read without its runs.
+    tenant = models.ForeignKey(  # indexed by step_tenant_finished
+        Tenant, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     index = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, choices=StepKind.choices)
     status = models.CharField(max_length=20, choices=StepStatus.choices, default=StepStatus.PENDING)
@@ -172,8 +184,9 @@ class Step(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "index"], name="step_unique_index")]
         indexes = [
             models.Index(fields=["run", "tool_call_id"], name="step_tool_call"),
-            # The tenant's model-token rate (tenants.quotas) reads the steps finished in the last minute.
-            models.Index(fields=["finished_at"], name="step_finished"),
+            # The tenant's model-token rate (tenants.quotas) reads its steps finished in the last
+            # minute, and usage reports its steps of a span of days: neither scans other tenants'.
+            models.Index(fields=["tenant", "finished_at"], name="step_tenant_finished"),
         ]
 
     def __str__(self) -> str:

@@ -58,9 +58,8 @@ SELECT
     WHERE tenant_id = %s AND created_by_id = %s AND status IN ({statuses})),
   (SELECT COUNT(*) FROM agent_sessions_run
     WHERE tenant_id = %s AND created_by_id = %s AND created_at > %s),
-  (SELECT COALESCE(SUM(step.input_tokens + step.output_tokens), 0)
-     FROM agent_sessions_step step JOIN agent_sessions_run run ON step.run_id = run.id
-    WHERE run.tenant_id = %s AND step.finished_at > %s)
+  (SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM agent_sessions_step
+    WHERE tenant_id = %s AND finished_at > %s)
 """
 # A post reads the conversation's tree: each message, whether a run of it is queued or active, and
 # when each user message's newest run started (sessions.branches).

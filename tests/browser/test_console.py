@@ -170,6 +170,7 @@ def test_the_dashboard_charts_runs_errors_and_tokens_and_folds_executors(
     for run, tokens in ((parent, 900), (helper_runs[0], 300)):
         Step.objects.create(
             run=run,
+            tenant_id=run.tenant_id,
             index=0,
             kind="model_call",
             status="completed",

@@ -162,6 +162,7 @@ def test_token_and_cost_per_member_come_from_model_calls(world: World) -> None:
     for run, tokens in ((bobs, (300, 100)), (alices, (100, 0))):
         Step.objects.create(
             run=run,
+            tenant_id=run.tenant_id,
             index=0,
             kind="model_call",
             status="completed",

@@ -148,6 +148,7 @@ def _plan_run_with_executors(world: World) -> tuple[Run, Run, Run]:
     )
     Step.objects.create(
         run=run,
+        tenant_id=run.tenant_id,
         index=0,
         kind="model_call",
         status="completed",

@@ -262,10 +262,17 @@ def test_mcp_form_errors_show_inline(world: World, client_for: ClientFor) -> Non
 def test_the_run_timeline_shows_steps_events_approvals_and_usage(world: World, client_for: ClientFor) -> None:
     run = world.run_a
     Step.objects.create(
-        run=run, index=0, kind="model_call", status="completed", input_tokens=100, output_tokens=20
+        run=run,
+        tenant_id=run.tenant_id,
+        index=0,
+        kind="model_call",
+        status="completed",
+        input_tokens=100,
+        output_tokens=20,
     )
     Step.objects.create(
         run=run,
+        tenant_id=run.tenant_id,
         index=1,
         kind="tool_call",
         status="failed",
