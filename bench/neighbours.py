@@ -1,17 +1,19 @@
-"""A quiet tenant's post beside a busy one: what the post's quota counts cost as the data grows.
+"""A quiet tenant's post beside a busy one, and into a long conversation: what a post reads as data grows.
 
     .venv/bin/python bench/neighbours.py                    # embedded default: SQLite
     .venv/bin/python bench/neighbours.py \\
         --database-url postgres://postgres@127.0.0.1:5432/agentry_bench_neighbours
 
 Every post counts its member's active runs, the member's runs of the last minute and the tokens
-of the tenant's steps that finished in the last minute (``tenants.quotas``). This bench stores a
-quiet tenant with a long history (``--history`` runs over 90 days, two model steps each) and a
-busy neighbour whose ``--busy`` runs all finished their two steps in the last minute, with
-``--waiting`` more of its runs waiting for an approval (active runs). Then it times, in this
-process, the quota statement alone and a whole post through Django's test client, for a member
-of each tenant: medians and p95 of ``--repeats`` after five warm-ups. The numbers should not
-depend on what the other tenant stores.
+of the tenant's steps that finished in the last minute (``tenants.quotas``), and reads its
+conversation's tree (``sessions.branches``). This bench stores a quiet tenant with a long history
+(``--history`` runs over 90 days, two model steps each) and one conversation of
+``--conversation`` messages, and a busy neighbour whose ``--busy`` runs all finished their two
+steps in the last minute, with ``--waiting`` more of its runs waiting for an approval (active
+runs). Then it times, in this process, the quota statement alone and a whole post (to a new
+session) through Django's test client for a member of each tenant, and a post to the long
+conversation: medians and p95 of ``--repeats`` after five warm-ups. A post should cost the same
+whatever other tenants store, and a long conversation no more than its length.
 """
 
 from __future__ import annotations
@@ -96,6 +98,45 @@ def store_tenant(name: str, *, finished_runs: int, spread: timedelta, waiting_ru
     }
 
 
+def store_conversation(stored: dict[str, Any], messages: int) -> str:
+    """A session of the tenant with ``messages`` placed messages, questions and answers in turn,
+    each question answered by a completed run; returns its id."""
+    from sessions.models import Message, MessageRole, Run, RunStatus, Session
+
+    tenant, owner, agent = stored["tenant"], stored["owner"], stored["agent"]
+    session = Session.objects.create(tenant=tenant, agent=agent, created_by=owner)
+    ids = [uuid.uuid4() for _ in range(messages)]
+    runs = {index: uuid.uuid4() for index in range(0, messages, 2)}
+    Message.objects.bulk_create(
+        Message(
+            id=ids[index],
+            tenant=tenant,
+            session=session,
+            parent_id=ids[index - 1] if index else None,
+            position=index + 1,
+            role=MessageRole.USER if index % 2 == 0 else MessageRole.ASSISTANT,
+            content=[{"type": "text", "text": f"message {index}"}],
+        )
+        for index in range(messages)
+    )
+    Run.objects.bulk_create(
+        Run(
+            id=run_id,
+            tenant=tenant,
+            session=session,
+            agent=agent,
+            created_by=owner,
+            user_message_id=ids[index],
+            status=RunStatus.COMPLETED,
+        )
+        for index, run_id in runs.items()
+    )
+    for index in range(messages):
+        Message.objects.filter(pk=ids[index]).update(run_id=runs[index - index % 2])
+    Session.objects.filter(pk=session.pk).update(shown_message_id=ids[-1], last_message_position=messages)
+    return str(session.pk)
+
+
 def timed(call: Callable[[], Any], repeats: int) -> list[float]:
     for _ in range(WARMUPS):
         call()
@@ -107,7 +148,9 @@ def timed(call: Callable[[], Any], repeats: int) -> list[float]:
     return times
 
 
-def measure(stored: dict[str, Any], repeats: int) -> dict[str, list[float]]:
+def measure(
+    stored: dict[str, Any], repeats: int, *, conversation: str | None = None
+) -> dict[str, list[float]]:
     from django.utils import timezone
     from rest_framework.test import APIClient
 
@@ -141,7 +184,18 @@ def measure(stored: dict[str, Any], repeats: int) -> dict[str, list[float]]:
         if response.status_code != 202:
             raise SystemExit(f"the post answered {response.status_code}: {response.content[:300]!r}")
 
-    return {"quota statement": timed(count, repeats), "post": timed(post, repeats)}
+    timings = {"quota statement": timed(count, repeats), "post": timed(post, repeats)}
+    if conversation is not None:
+
+        def post_to_conversation() -> None:
+            response = client.post(
+                f"/api/v1/sessions/{conversation}/messages/", {"content": "hi"}, format="json"
+            )
+            if response.status_code != 202:
+                raise SystemExit(f"the post answered {response.status_code}: {response.content[:300]!r}")
+
+        timings["post to the long conversation"] = timed(post_to_conversation, repeats)
+    return timings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=int, default=100_000, help="the quiet tenant's runs over 90 days")
     parser.add_argument("--busy", type=int, default=10_000, help="the busy tenant's runs in the last minute")
     parser.add_argument("--waiting", type=int, default=2_000, help="the busy tenant's runs awaiting approval")
+    parser.add_argument(
+        "--conversation", type=int, default=1_000, help="messages of the quiet tenant's long conversation"
+    )
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--json", action="store_true", help="print JSON instead of the markdown table")
     options = parser.parse_args(argv)
@@ -164,10 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         busy = store_tenant(
             "busy", finished_runs=options.busy, spread=timedelta(seconds=50), waiting_runs=options.waiting
         )
+        conversation = store_conversation(quiet, options.conversation)
         _analyze()
         timings = {
-            tenant_name: measure(stored, options.repeats)
-            for tenant_name, stored in (("quiet", quiet), ("busy", busy))
+            "quiet": measure(quiet, options.repeats, conversation=conversation),
+            "busy": measure(busy, options.repeats),
         }
     report = {
         "commit": git_commit(),
@@ -188,8 +246,9 @@ def main(argv: list[str] | None = None) -> int:
 def markdown(report: dict[str, Any]) -> str:
     options = report["options"]
     lines = [
-        f"A post's quota counts beside a busy neighbour: commit {report['commit']}, {report['database']}, "
-        f"quiet tenant {options['history']:,} runs over 90 days, busy tenant {options['busy']:,} runs "
+        f"What a post reads as the data grows: commit {report['commit']}, {report['database']}, "
+        f"quiet tenant {options['history']:,} runs over 90 days and a conversation of "
+        f"{options['conversation']:,} messages, busy tenant {options['busy']:,} runs "
         f"finished in the last minute and {options['waiting']:,} awaiting approval; {options['repeats']} "
         f"timings after {WARMUPS} warm-ups.",
         "",

@@ -94,9 +94,11 @@ class ConversationTree:
     def ancestors(self, message_id: UUID) -> list[UUID]:
         """From the first message to ``message_id``, inclusive."""
         chain: list[UUID] = []
+        seen: set[UUID] = set()  # parent links that loop back end the walk
         current: UUID | None = message_id
-        while current is not None and current in self.nodes and current not in chain:
+        while current is not None and current in self.nodes and current not in seen:
             chain.append(current)
+            seen.add(current)
             current = self.nodes[current].parent_id
         return chain[::-1]
 

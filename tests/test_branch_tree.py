@@ -102,6 +102,29 @@ def test_the_first_message_of_an_empty_conversation_shows_while_queued() -> None
     assert tree.path() == ["Q1"]
 
 
+def test_a_long_conversation_is_walked_to_its_first_message() -> None:
+    tree = Tree()
+    parent = None
+    for turn in range(2_000):
+        question = tree.add(f"Q{turn}", parent, latest_run_at=tree.at(2 * turn))
+        parent = tree.add(f"A{turn}", question, "assistant")
+
+    path = tree.path(parent)
+
+    assert len(path) == 4_000
+    assert (path[0], path[-1]) == ("Q0", "A1999")
+
+
+def test_parent_links_that_loop_end_the_walk() -> None:
+    first, second = uuid4(), uuid4()
+    nodes = [
+        TreeNode(id=first, parent_id=second, position=1, role="user", created_at=START),
+        TreeNode(id=second, parent_id=first, position=2, role="assistant", created_at=START),
+    ]
+
+    assert ConversationTree(nodes).ancestors(second) == [first, second]
+
+
 @pytest.mark.django_db
 def test_the_migration_links_existing_messages_into_one_branch(cast: Cast) -> None:
     agent = make_agent(tenant=cast.tenant_a)

@@ -80,6 +80,7 @@ def test_message_runs_model_tool_model_to_completion(
     steps = Step.objects.filter(run_id=run["id"])
     assert sum(step.input_tokens for step in steps) == 60
     assert sum(step.output_tokens for step in steps) == 18
+    assert {step.tenant_id for step in steps} == {cast.tenant_a.pk}  # read by the tenant's quotas
     second_request = fake_model.requests[1].body
     assert second_request["model"] == "test-model"
     messages = bob_api.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"]

@@ -72,11 +72,12 @@ SELECT message.id, message.parent_id, message.position, message.role, message.cr
   LEFT JOIN agent_sessions_run run ON message.run_id = run.id
  WHERE message.session_id = %s AND run.parent_run_id IS NULL
 """
+# A run answers a message of its own session: read by the run's session (index run_session_lane),
+# not through the messages, where SQLite chose to walk every top-level run in the database.
 CONVERSATION_RUNS = """
-SELECT run.id, run.user_message_id, run.created_at
-  FROM agent_sessions_run run JOIN agent_sessions_message message ON run.user_message_id = message.id
- WHERE message.session_id = %s AND run.parent_run_id IS NULL
- ORDER BY run.created_at, run.id
+SELECT id, user_message_id, created_at FROM agent_sessions_run
+ WHERE session_id = %s AND parent_run_id IS NULL AND user_message_id IS NOT NULL
+ ORDER BY created_at, id
 """
 LANE_RUNS = """
 SELECT id, status FROM agent_sessions_run
