@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 
 from sessions.models import Message, MessageRole, Run, Session
 from sessions.selectors import LANE_STATUSES
-from sessions.statements.post_reads import conversation_rows
+from sessions.statements.post_reads import ConversationRow, conversation_rows
 from sessions.statements.run_reads import placed_conversation
 
 
@@ -155,17 +155,19 @@ def conversation_tree(session_id: UUID) -> ConversationTree:
     rows, newest_run_at = conversation_rows(session_id, pending_statuses=LANE_STATUSES)
     return ConversationTree(
         tree_node(
-            message,
-            latest_run_at=newest_run_at.get(message.id) if message.role == MessageRole.USER else None,
-            is_pending=is_pending,
+            row,
+            latest_run_at=newest_run_at.get(row.id) if row.role == MessageRole.USER else None,
+            is_pending=row.is_pending,
         )
-        for message, is_pending in rows
+        for row in rows
     )
 
 
-def tree_node(message: Message, *, latest_run_at: datetime | None, is_pending: bool) -> TreeNode:
+def tree_node(
+    message: Message | ConversationRow, *, latest_run_at: datetime | None, is_pending: bool
+) -> TreeNode:
     return TreeNode(
-        id=message.pk,
+        id=message.id,
         parent_id=message.parent_id,
         position=message.position,
         role=message.role,

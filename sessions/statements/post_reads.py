@@ -1,7 +1,7 @@
 """What a post reads: its API key (as every request with one does), its session with the agent,
 its author's quotas, its conversation's tree, its lane, its agent's tools."""
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -14,7 +14,15 @@ from django.db import connection, models
 from agents.models import Agent
 from files.models import FilePurpose
 from sessions.models import Message, Run, Session, Step
-from sessions.statements.sql import instances, joined_columns, key, placeholders, prepared_value
+from sessions.statements.sql import (
+    converted,
+    field_of,
+    instances,
+    joined_columns,
+    key,
+    placeholders,
+    prepared_value,
+)
 from tenants.models import ApiKey, Tenant
 from tools.models import AgentTool, Tool, ToolPolicy
 
@@ -111,18 +119,55 @@ def quota_counts(
     return QuotaCounts(active_runs=int(active), recent_runs=int(recent), recent_tokens=int(tokens))
 
 
+@dataclass(frozen=True)
+class ConversationRow:
+    """One message of a conversation as its tree needs it (sessions.branches)."""
+
+    id: UUID
+    parent_id: UUID | None
+    position: int | None
+    role: str
+    created_at: datetime
+    run_id: UUID | None
+    is_pending: bool
+
+
 def conversation_rows(
     session_id: Any, *, pending_statuses: Collection[str]
-) -> tuple[list[tuple[Message, bool]], dict[UUID | None, datetime]]:
+) -> tuple[list[ConversationRow], dict[UUID | None, datetime]]:
     """The conversation's messages, each with whether a run of it is in ``pending_statuses``, and
-    when each user message's newest top-level run was created."""
+    when each user message's newest top-level run was created.
+
+    Read as columns, not as model instances: a post reads the whole conversation, and building a
+    ``Message`` for each of a long one's messages was most of a post's time (bench/neighbours.py).
+    """
     statement = CONVERSATION_MESSAGES.format(pending=placeholders(len(pending_statuses)))
     session = key(Session, session_id)
-    messages = Message.objects.raw(statement, [*pending_statuses, session])
-    # is_pending is a column of the query, not a field: the database's boolean (SQLite's is 0 or 1).
-    rows = [(message, bool(vars(message)["is_pending"])) for message in messages]
-    runs = Run.objects.raw(CONVERSATION_RUNS, [session])  # oldest first: the newest is kept
-    return rows, {run.user_message_id: run.created_at for run in runs}
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [*pending_statuses, session])
+        message_rows = cursor.fetchall()
+        cursor.execute(CONVERSATION_RUNS, [session])
+        run_rows = cursor.fetchall()
+    messages = [_conversation_row(row) for row in message_rows]
+    run_message, run_created = field_of(Run, "user_message"), field_of(Run, "created_at")
+    # Oldest first: the newest run of each message is the one kept.
+    newest = {
+        converted(run_message, message_id): converted(run_created, at) for _id, message_id, at in run_rows
+    }
+    return messages, newest
+
+
+def _conversation_row(row: Sequence[Any]) -> ConversationRow:
+    message_id, parent_id, position, role, created_at, run_id, is_pending = row
+    return ConversationRow(
+        id=converted(field_of(Message, "id"), message_id),
+        parent_id=converted(field_of(Message, "parent"), parent_id),
+        position=position,
+        role=role,
+        created_at=converted(field_of(Message, "created_at"), created_at),
+        run_id=converted(field_of(Message, "run"), run_id),
+        is_pending=bool(is_pending),  # the database's boolean (SQLite's is 0 or 1)
+    )
 
 
 def lane_runs(session_id: Any, *, statuses: Collection[str]) -> list[tuple[UUID, str]]:

@@ -95,24 +95,26 @@ def instances(row: Sequence[Any], model_classes: Sequence[type[models.Model]]) -
         if values[fields.index(model._meta.pk)] is None:
             found.append(None)
             continue
-        converted = [_converted(field, value) for field, value in zip(fields, values, strict=True)]
-        found.append(model.from_db(connection.alias, [field.attname for field in fields], converted))
+        values = [converted(field, value) for field, value in zip(fields, values, strict=True)]
+        found.append(model.from_db(connection.alias, [field.attname for field in fields], values))
     return found
 
 
-def _converted(field: "models.Field[Any, Any]", value: Any) -> Any:
-    col = field.get_col(field.model._meta.db_table)
-    for convert in _converters(field):
+def converted(field: "models.Field[Any, Any]", value: Any) -> Any:
+    """A column's value as the ORM reads it into ``field``."""
+    col, converters = _reading(field)
+    for convert in converters:
         value = convert(value, col, connection)
     return value
 
 
 @cache
-def _converters(field: "models.Field[Any, Any]") -> list[Any]:
-    """The database's and the field's own conversions of a value read, as the ORM applies them.
+def _reading(field: "models.Field[Any, Any]") -> tuple[Any, list[Any]]:
+    """The field's column, and the database's and the field's own conversions of a value read, as
+    the ORM applies them.
 
     Kept once per process: they depend on the backend and the field, not on the thread's
     connection (the backend's converters read settings, such as the time zone, not the socket).
     """
     col = field.get_col(field.model._meta.db_table)
-    return [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
+    return col, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
