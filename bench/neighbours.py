@@ -101,38 +101,41 @@ def store_tenant(name: str, *, finished_runs: int, spread: timedelta, waiting_ru
 def store_conversation(stored: dict[str, Any], messages: int) -> str:
     """A session of the tenant with ``messages`` placed messages, questions and answers in turn,
     each question answered by a completed run; returns its id."""
+    from django.db import transaction
+
     from sessions.models import Message, MessageRole, Run, RunStatus, Session
 
     tenant, owner, agent = stored["tenant"], stored["owner"], stored["agent"]
     session = Session.objects.create(tenant=tenant, agent=agent, created_by=owner)
     ids = [uuid.uuid4() for _ in range(messages)]
     runs = {index: uuid.uuid4() for index in range(0, messages, 2)}
-    Message.objects.bulk_create(
-        Message(
-            id=ids[index],
-            tenant=tenant,
-            session=session,
-            parent_id=ids[index - 1] if index else None,
-            position=index + 1,
-            role=MessageRole.USER if index % 2 == 0 else MessageRole.ASSISTANT,
-            content=[{"type": "text", "text": f"message {index}"}],
+    # A message and its run name each other: both go in one transaction, the keys checked at commit.
+    with transaction.atomic():
+        Message.objects.bulk_create(
+            Message(
+                id=ids[index],
+                tenant=tenant,
+                session=session,
+                parent_id=ids[index - 1] if index else None,
+                position=index + 1,
+                role=MessageRole.USER if index % 2 == 0 else MessageRole.ASSISTANT,
+                content=[{"type": "text", "text": f"message {index}"}],
+                run_id=runs[index - index % 2],
+            )
+            for index in range(messages)
         )
-        for index in range(messages)
-    )
-    Run.objects.bulk_create(
-        Run(
-            id=run_id,
-            tenant=tenant,
-            session=session,
-            agent=agent,
-            created_by=owner,
-            user_message_id=ids[index],
-            status=RunStatus.COMPLETED,
+        Run.objects.bulk_create(
+            Run(
+                id=run_id,
+                tenant=tenant,
+                session=session,
+                agent=agent,
+                created_by=owner,
+                user_message_id=ids[index],
+                status=RunStatus.COMPLETED,
+            )
+            for index, run_id in runs.items()
         )
-        for index, run_id in runs.items()
-    )
-    for index in range(messages):
-        Message.objects.filter(pk=ids[index]).update(run_id=runs[index - index % 2])
     Session.objects.filter(pk=session.pk).update(shown_message_id=ids[-1], last_message_position=messages)
     return str(session.pk)
 
