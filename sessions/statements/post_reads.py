@@ -70,22 +70,20 @@ SELECT
     WHERE tenant_id = %s AND finished_at > %s)
 """
 # A post reads the conversation's tree: each message, whether a run of it is queued or active, and
-# when each user message's newest run started (sessions.branches).
+# when each user message's newest run started (sessions.branches). Each statement reads the
+# session's own rows (its messages; its runs by index run_session_lane), once: a per-message
+# subquery for the pending runs cost a lookup per message of a long conversation.
 CONVERSATION_MESSAGES = """
-SELECT message.id, message.parent_id, message.position, message.role, message.created_at, message.run_id,
-       EXISTS (SELECT 1 FROM agent_sessions_run pending
-                WHERE (pending.user_message_id = message.id OR pending.id = message.run_id)
-                  AND pending.status IN ({pending})) AS is_pending
-  FROM agent_sessions_message message
-  LEFT JOIN agent_sessions_run run ON message.run_id = run.id
- WHERE message.session_id = %s AND run.parent_run_id IS NULL
+SELECT id, parent_id, position, role, created_at, run_id FROM agent_sessions_message
+ WHERE session_id = %s
+   AND (run_id IS NULL OR run_id NOT IN (
+        SELECT id FROM agent_sessions_run WHERE session_id = %s AND parent_run_id IS NOT NULL))
 """
 # A run answers a message of its own session: read by the run's session (index run_session_lane),
 # not through the messages, where SQLite chose to walk every top-level run in the database.
 CONVERSATION_RUNS = """
-SELECT id, user_message_id, created_at FROM agent_sessions_run
- WHERE session_id = %s AND parent_run_id IS NULL AND user_message_id IS NOT NULL
- ORDER BY created_at, id
+SELECT id, user_message_id, parent_run_id, status, created_at FROM agent_sessions_run
+ WHERE session_id = %s ORDER BY created_at, id
 """
 LANE_RUNS = """
 SELECT id, status FROM agent_sessions_run
@@ -135,38 +133,54 @@ class ConversationRow:
 def conversation_rows(
     session_id: Any, *, pending_statuses: Collection[str]
 ) -> tuple[list[ConversationRow], dict[UUID | None, datetime]]:
-    """The conversation's messages, each with whether a run of it is in ``pending_statuses``, and
-    when each user message's newest top-level run was created.
+    """The conversation's messages, each with whether a run of it (its own run, or one answering
+    it, sub-runs included) is in ``pending_statuses``, and when each user message's newest
+    top-level run was created.
 
     Read as columns, not as model instances: a post reads the whole conversation, and building a
     ``Message`` for each of a long one's messages was most of a post's time (bench/neighbours.py).
     """
-    statement = CONVERSATION_MESSAGES.format(pending=placeholders(len(pending_statuses)))
     session = key(Session, session_id)
     with connection.cursor() as cursor:
-        cursor.execute(statement, [*pending_statuses, session])
+        cursor.execute(CONVERSATION_MESSAGES, [session, session])
         message_rows = cursor.fetchall()
         cursor.execute(CONVERSATION_RUNS, [session])
         run_rows = cursor.fetchall()
-    messages = [_conversation_row(row) for row in message_rows]
-    run_message, run_created = field_of(Run, "user_message"), field_of(Run, "created_at")
-    # Oldest first: the newest run of each message is the one kept.
-    newest = {
-        converted(run_message, message_id): converted(run_created, at) for _id, message_id, at in run_rows
-    }
-    return messages, newest
+    run_id, run_message, run_created = (field_of(Run, name) for name in ("id", "user_message", "created_at"))
+    pending: set[UUID] = set()
+    newest: dict[UUID | None, datetime] = {}
+    for row_id, message_id, parent_run_id, status, created_at in run_rows:
+        message_id = converted(run_message, message_id)
+        if status in pending_statuses:
+            pending.add(converted(run_id, row_id))
+            if message_id is not None:
+                pending.add(message_id)
+        if parent_run_id is None and message_id is not None:
+            # Oldest first: the newest run of each message is the one kept.
+            newest[message_id] = converted(run_created, created_at)
+    fields = _message_fields()
+    return [_conversation_row(row, fields, pending) for row in message_rows], newest
 
 
-def _conversation_row(row: Sequence[Any]) -> ConversationRow:
-    message_id, parent_id, position, role, created_at, run_id, is_pending = row
+@cache
+def _message_fields() -> tuple["models.Field[Any, Any]", ...]:
+    return tuple(field_of(Message, name) for name in ("id", "parent", "created_at", "run"))
+
+
+def _conversation_row(
+    row: Sequence[Any], fields: tuple["models.Field[Any, Any]", ...], pending: set[UUID]
+) -> ConversationRow:
+    message_id, parent_id, position, role, created_at, run_id = row
+    id_field, parent_field, created_field, run_field = fields
+    message_id, run_id = converted(id_field, message_id), converted(run_field, run_id)
     return ConversationRow(
-        id=converted(field_of(Message, "id"), message_id),
-        parent_id=converted(field_of(Message, "parent"), parent_id),
+        id=message_id,
+        parent_id=converted(parent_field, parent_id),
         position=position,
         role=role,
-        created_at=converted(field_of(Message, "created_at"), created_at),
-        run_id=converted(field_of(Message, "run"), run_id),
-        is_pending=bool(is_pending),  # the database's boolean (SQLite's is 0 or 1)
+        created_at=converted(created_field, created_at),
+        run_id=run_id,
+        is_pending=message_id in pending or run_id in pending,
     )
 
 
