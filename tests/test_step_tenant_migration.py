@@ -1,5 +1,6 @@
 """Migrations 0013-0014: the steps stored before them get their run's tenant, and going back works."""
 
+import importlib
 from typing import Any
 
 import pytest
@@ -8,6 +9,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 BEFORE = [("agent_sessions", "0012_existing_sessions_become_one_branch")]
 AFTER = [("agent_sessions", "0014_member_and_tenant_indexes")]
+FILL_MIGRATION = "sessions.migrations.0013_step_tenant"
 
 
 def migrate(targets: list[tuple[str, str]]) -> Any:
@@ -33,18 +35,26 @@ def stored_run_with_steps(apps: Any, slug: str, steps: int) -> Any:
     return run
 
 
+@pytest.mark.parametrize("runs_per_batch", [1, 2, 2_000])
 @pytest.mark.django_db(transaction=True)
-def test_steps_stored_before_get_their_runs_tenant() -> None:
+def test_steps_stored_before_get_their_runs_tenant(
+    runs_per_batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fill goes through the runs in batches: one run, two, or all of them at a time.
+    monkeypatch.setattr(importlib.import_module(FILL_MIGRATION), "RUNS_PER_BATCH", runs_per_batch)
     old = migrate(BEFORE)
     try:
         first = stored_run_with_steps(old, "tenant-a", steps=2)
         second = stored_run_with_steps(old, "tenant-b", steps=1)
+        third = stored_run_with_steps(old, "tenant-e", steps=3)
 
         new = migrate(AFTER)
 
         Step = new.get_model("agent_sessions", "Step")
         assert sorted(Step.objects.values_list("run_id", "tenant_id")) == sorted(
-            [(first.pk, first.tenant_id)] * 2 + [(second.pk, second.tenant_id)]
+            [(first.pk, first.tenant_id)] * 2
+            + [(second.pk, second.tenant_id)]
+            + [(third.pk, third.tenant_id)] * 3
         )
     finally:
         migrate(AFTER)
