@@ -479,6 +479,10 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         "--set", action="append", default=[], metavar="NAME=VALUE",
         help="an environment variable for the server and worker, e.g. RUN_CONCURRENCY=64",
     )  # fmt: skip
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="how many times each burst runs, the rounds one after another; medians reported (1)",
+    )  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories with the logs")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the markdown tables")
     arguments = parser.parse_args(argv)
@@ -494,8 +498,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         )
     except ValueError:
         parser.error("--sizes takes comma-separated whole numbers")
-    if min(arguments.sizes) < 1 or arguments.warmup < 0 or arguments.timeout <= 0:
-        parser.error("sizes must be at least 1, --warmup at least 0 and --timeout positive")
+    if min(arguments.sizes) < 1 or arguments.warmup < 0 or arguments.timeout <= 0 or arguments.rounds < 1:
+        parser.error("sizes and --rounds must be at least 1, --warmup at least 0 and --timeout positive")
     return arguments
 
 
@@ -507,37 +511,44 @@ def run_bench(arguments: argparse.Namespace) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     mode = ""
+    # Whole rounds one after another, not each burst K times in a row: the VM's speed drifts
+    # over minutes, and each round's bursts see the same part of it.
+    bursts = [
+        (round_number, scenario, size)
+        for round_number in range(1, arguments.rounds + 1)
+        for scenario in scenarios
+        for size in arguments.sizes
+    ]
     with fake_model() as model:
-        for scenario in scenarios:
-            for size in arguments.sizes:
-                options = StackOptions(
-                    database_url=arguments.database_url,
-                    redis_url=arguments.redis_url,
-                    model_base_url=model.url,
-                    extra_environment=environment,
-                    keep_directory=arguments.keep,
-                    worker_command="worker",
-                    tenant_limits=CONCURRENCY_TENANT_LIMITS,
-                )
-                plan = BurstPlan(
-                    scenario=scenario,
-                    size=size,
-                    warmup=arguments.warmup,
-                    model_delay=arguments.model_delay,
-                    timeout=arguments.timeout,
-                    settle_seconds=arguments.settle_ms / 1000,
-                )
-                try:
-                    with BenchStack(options) as stack:
-                        mode = stack.mode
-                        result = asyncio.run(Burst(stack, model, plan, tags).measure())
-                except BenchError as error:  # the next burst gets a fresh stack
-                    log(f"bench: {scenario} x {size} failed: {error}")
-                    failures.append({"scenario": scenario, "n": size, "error": str(error)})
-                    continue
-                summary = result.summary()
-                log(f"bench: {scenario} x {size}: makespan {makespan_text(summary)} s")
-                results.append(summary)
+        for round_number, scenario, size in bursts:
+            options = StackOptions(
+                database_url=arguments.database_url,
+                redis_url=arguments.redis_url,
+                model_base_url=model.url,
+                extra_environment=environment,
+                keep_directory=arguments.keep,
+                worker_command="worker",
+                tenant_limits=CONCURRENCY_TENANT_LIMITS,
+            )
+            plan = BurstPlan(
+                scenario=scenario,
+                size=size,
+                warmup=arguments.warmup,
+                model_delay=arguments.model_delay,
+                timeout=arguments.timeout,
+                settle_seconds=arguments.settle_ms / 1000,
+            )
+            try:
+                with BenchStack(options) as stack:
+                    mode = stack.mode
+                    result = asyncio.run(Burst(stack, model, plan, tags).measure())
+            except BenchError as error:  # the next burst gets a fresh stack
+                log(f"bench: {scenario} x {size} failed: {error}")
+                failures.append({"scenario": scenario, "n": size, "round": round_number, "error": str(error)})
+                continue
+            summary = {**result.summary(), "round": round_number}
+            log(f"bench: {scenario} x {size}: makespan {makespan_text(summary)} s")
+            results.append(summary)
     return {
         "benchmark": "concurrency",
         "commit": git_commit(),
@@ -547,6 +558,7 @@ def run_bench(arguments: argparse.Namespace) -> dict[str, Any]:
         "model_delay_seconds": arguments.model_delay,
         "timeout_seconds": arguments.timeout,
         "warmup": arguments.warmup,
+        "rounds": arguments.rounds,
         "tenant_limits": CONCURRENCY_TENANT_LIMITS,
         "settings": {
             "RUN_CONCURRENCY": environment.get(

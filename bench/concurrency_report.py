@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 TIMING_HEADERS = (
@@ -21,6 +22,11 @@ CHECK_HEADERS = (
     "store seq gaps / repeats", "store terminal ≠ 1", "socket seq gaps / repeats", "socket terminal ≠ 1",
     '"database is locked"', "tracebacks in logs",
 )  # fmt: skip
+ROUND_HEADERS = (
+    "scenario", "N", "bursts", "makespan s", "POST p95 ms", "peak runs at once",
+    "CPU ms/run server / workers / PostgreSQL",
+)  # fmt: skip
+CPU_SHOWN = ("server", "workers", "postgres")
 CPU_PARTS = ("server", "workers", "postgres", "client", "fake_model", "rest_of_machine")
 RUN_PROBLEMS = ("posts_failed", "runs_lost", "runs_duplicated", "runs_stuck", "runs_failed")
 
@@ -45,9 +51,52 @@ def makespan_text(summary: dict[str, Any]) -> str:
     )
 
 
+def _scenario(summary: dict[str, Any]) -> str:
+    """The scenario, and which round its burst was in when there were several."""
+    return (
+        f"{summary['scenario']} #{summary['round']}" if summary.get("rounds", 1) > 1 else summary["scenario"]
+    )
+
+
+def _spread(values: list[float], digits: int) -> str:
+    """Median, then the range: "7.81 (7.18 to 7.95)"."""
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f} to {max(values):.{digits}f})"
+
+
+def round_rows(results: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per scenario and N over its rounds: medians and ranges; a burst that timed out has
+    no makespan and is counted apart."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for summary in results:
+        groups.setdefault((summary["scenario"], summary["n"]), []).append(summary)
+    rows = []
+    for (scenario, size), bursts in groups.items():
+        makespans = [burst["makespan_seconds"] for burst in bursts if burst["makespan_seconds"] is not None]
+        timed_out = len(bursts) - len(makespans)
+        cpu = [_median_ms([burst["cpu_seconds_per_run"][part] for burst in bursts]) for part in CPU_SHOWN]
+        rows.append([
+            scenario,
+            str(size),
+            str(len(bursts)),
+            _spread(makespans, 2) + (f", {timed_out} timed out" if timed_out else ""),
+            _spread([burst["post_p95_ms"] for burst in bursts], 0),
+            _spread([burst["peak_runs_at_once"] for burst in bursts], 0),
+            " / ".join(cpu),
+        ])  # fmt: skip
+    return rows
+
+
+def _median_ms(seconds: list[float | None]) -> str:
+    """The median in milliseconds of what was measured (no PostgreSQL on the embedded default)."""
+    measured = [value for value in seconds if value is not None]
+    return f"{statistics.median(measured) * 1000:.0f}" if measured else "n/a"
+
+
 def _timing_row(summary: dict[str, Any]) -> list[str]:
     return [
-        summary["scenario"],
+        _scenario(summary),
         str(summary["n"]),
         f"{summary['runs_accepted']}/{summary['n']}",
         makespan_text(summary),
@@ -64,7 +113,7 @@ def _timing_row(summary: dict[str, Any]) -> list[str]:
 def _phase_row(summary: dict[str, Any]) -> list[str]:
     phases = summary["phases_seconds"]
     return [
-        summary["scenario"],
+        _scenario(summary),
         str(summary["n"]),
         _number(phases["last_post_answered"]),
         _number(phases["post_answered_to_started_p50"]),
@@ -76,7 +125,7 @@ def _resource_row(summary: dict[str, Any]) -> list[str]:
     memory, connections = summary["memory_mb"], summary["postgres_connections"]
     peak = connections["peak"]
     return [
-        summary["scenario"],
+        _scenario(summary),
         str(summary["n"]),
         f"{memory['total_rss']:.0f} ({memory['server_rss']:.0f} + {memory['workers_rss']:.0f})",
         f"{memory['total_pss']:.0f} ({memory['server_pss']:.0f} + {memory['workers_pss']:.0f})",
@@ -90,7 +139,7 @@ def _resource_row(summary: dict[str, Any]) -> list[str]:
 def _check_row(summary: dict[str, Any]) -> list[str]:
     checks = summary["checks"]
     return [
-        summary["scenario"],
+        _scenario(summary),
         str(summary["n"]),
         f"{checks['runs_completed']}/{summary['n']}",
         *[str(checks[name]) for name in RUN_PROBLEMS],
@@ -104,7 +153,7 @@ def _check_row(summary: dict[str, Any]) -> list[str]:
 
 
 def markdown_report(report: dict[str, Any]) -> str:
-    results = report["results"]
+    results = [{**summary, "rounds": report.get("rounds", 1)} for summary in report["results"]]
     lines = [
         f"Concurrency, {report['mode']}: commit {report['commit']}, {report['cpus']} CPUs, one uvicorn"
         f" and one `manage.py worker` (RUN_CONCURRENCY={report['settings']['RUN_CONCURRENCY']}),"
@@ -120,6 +169,16 @@ def markdown_report(report: dict[str, Any]) -> str:
         "",
         *_table(TIMING_HEADERS, [_timing_row(summary) for summary in results]),
         "",
+        *(
+            [
+                f"Over the {report['rounds']} rounds (median, then the range):",
+                "",
+                *_table(ROUND_HEADERS, round_rows(results)),
+                "",
+            ]
+            if report.get("rounds", 1) > 1
+            else []
+        ),
         "Where the makespan went (seconds after the release; medians over the runs; the socket's"
         " run.started marks the worker's claim):",
         "",
