@@ -13,8 +13,8 @@ steps in the last minute, with ``--waiting`` more of its runs waiting for an app
 runs). Then it times, in this process, the quota statement alone and a whole post (to a new
 session) through Django's test client for a member of each tenant, a post to the long
 conversation, and that conversation's tree read alone (``sessions.branches.conversation_tree``,
-which every post makes): medians and p95 of ``--repeats`` after five warm-ups. A post should cost the same
-whatever other tenants store, and a long conversation no more than its length.
+which every post makes): medians and p95 of ``--repeats`` after five warm-ups. A post should
+cost the same whatever other tenants store, and a long conversation no more than its length.
 """
 
 from __future__ import annotations
