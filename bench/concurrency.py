@@ -519,6 +519,11 @@ def run_bench(arguments: argparse.Namespace) -> dict[str, Any]:
         for scenario in scenarios
         for size in arguments.sizes
     ]
+
+    def round_of(round_number: int) -> dict[str, int]:
+        """Which round a burst was in, said only when there are several."""
+        return {"round": round_number} if arguments.rounds > 1 else {}
+
     with fake_model() as model:
         for round_number, scenario, size in bursts:
             options = StackOptions(
@@ -544,9 +549,11 @@ def run_bench(arguments: argparse.Namespace) -> dict[str, Any]:
                     result = asyncio.run(Burst(stack, model, plan, tags).measure())
             except BenchError as error:  # the next burst gets a fresh stack
                 log(f"bench: {scenario} x {size} failed: {error}")
-                failures.append({"scenario": scenario, "n": size, "round": round_number, "error": str(error)})
+                failures.append(
+                    {"scenario": scenario, "n": size, **round_of(round_number), "error": str(error)}
+                )
                 continue
-            summary = {**result.summary(), "round": round_number}
+            summary = {**result.summary(), **round_of(round_number)}
             log(f"bench: {scenario} x {size}: makespan {makespan_text(summary)} s")
             results.append(summary)
     return {

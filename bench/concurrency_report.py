@@ -53,9 +53,7 @@ def makespan_text(summary: dict[str, Any]) -> str:
 
 def _scenario(summary: dict[str, Any]) -> str:
     """The scenario, and which round its burst was in when there were several."""
-    return (
-        f"{summary['scenario']} #{summary['round']}" if summary.get("rounds", 1) > 1 else summary["scenario"]
-    )
+    return f"{summary['scenario']} #{summary['round']}" if "round" in summary else summary["scenario"]
 
 
 def _spread(values: list[float], digits: int) -> str:
@@ -153,7 +151,7 @@ def _check_row(summary: dict[str, Any]) -> list[str]:
 
 
 def markdown_report(report: dict[str, Any]) -> str:
-    results = [{**summary, "rounds": report.get("rounds", 1)} for summary in report["results"]]
+    results = report["results"]
     lines = [
         f"Concurrency, {report['mode']}: commit {report['commit']}, {report['cpus']} CPUs, one uvicorn"
         f" and one `manage.py worker` (RUN_CONCURRENCY={report['settings']['RUN_CONCURRENCY']}),"
