@@ -1,11 +1,17 @@
 """Keeps API answers JSON even when Django itself answers (unknown URL, server error, a body too
-large or of unknown length), and answers 503 rather than 500 while Redis is unreachable."""
+large, of unknown length or with too many fields or files), and answers 503 rather than 500 while
+Redis is unreachable."""
 
 import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import (
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -36,6 +42,17 @@ def payload_too_large() -> JsonResponse:
 def length_required() -> JsonResponse:
     message = "Send the request body with a Content-Length header; chunked bodies are not accepted."
     return JsonResponse(error_body("length_required", message), status=411)
+
+
+def refused_body(exception: SuspiciousOperation) -> JsonResponse:
+    """400 for a body Django refuses to parse, as Django itself answers such a request."""
+    if isinstance(exception, TooManyFieldsSent):
+        message = f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields."
+    elif isinstance(exception, TooManyFilesSent):
+        message = f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files."
+    else:
+        message = "The request is malformed."
+    return JsonResponse(error_body("bad_request", message), status=400)
 
 
 def _declared_length(request: HttpRequest) -> int | None:
@@ -87,5 +104,10 @@ class JsonApiErrorsMiddleware:
             return None
         if isinstance(exception, RequestDataTooBig):
             return payload_too_large()
+        if isinstance(exception, SuspiciousOperation):
+            # Django's own handler logs these to django.security.* and answers 400: the same here.
+            security_logger = logging.getLogger(f"django.security.{type(exception).__name__}")
+            security_logger.warning("%s %s: %s", request.method, request.path, exception)
+            return refused_body(exception)
         logger.exception("unhandled error in %s %s", request.method, request.path)
         return JsonResponse(error_body("server_error", "Internal error; it has been logged."), status=500)

@@ -12,12 +12,14 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
 from agents.models import Agent
+from files.models import KnowledgeBase, StoredFile
 from sessions.models import Session
 from tests.conftest import Cast
 from tests.factories import make_agent, make_api_key
@@ -85,6 +87,29 @@ def test_a_json_body_nested_5000_deep_answers_400(
 
     assert (response.status_code, response.json()) == (400, NESTED_TOO_DEEPLY)
     assert Agent.objects.count() == 1
+
+
+def test_a_multipart_body_with_too_many_fields_answers_400(alice_api: APIClient, session: Session) -> None:
+    fields = {"name": "kb", "agent_ids": [str(session.agent_id)] * settings.DATA_UPLOAD_MAX_NUMBER_FIELDS}
+
+    response = alice_api.post("/api/v1/knowledge-bases/", fields, format="multipart")
+
+    too_many = f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields."
+    assert (response.status_code, response.json()) == (400, envelope("bad_request", too_many))
+    assert KnowledgeBase.objects.count() == 0
+
+
+def test_a_multipart_body_with_too_many_files_answers_400(alice_api: APIClient) -> None:
+    files = [
+        SimpleUploadedFile(f"note-{index}.txt", b"hello", content_type="text/plain")
+        for index in range(settings.DATA_UPLOAD_MAX_NUMBER_FILES + 1)
+    ]
+
+    response = alice_api.post("/api/v1/files/", {"file": files}, format="multipart")
+
+    too_many = f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files."
+    assert (response.status_code, response.json()) == (400, envelope("bad_request", too_many))
+    assert StoredFile.objects.count() == 0
 
 
 def test_a_body_over_the_upload_limit_answers_413(alice_api: APIClient) -> None:

@@ -18,6 +18,7 @@ from agents.runtime.compaction import (
 from agents.runtime.types import ChatMessage
 from billing.models import CreditAccount, ModelPrice
 from billing.services import credits_grant
+from sessions import compaction_api
 from sessions.compaction import ABANDONED_RUN_STATUSES, chat_message_for, session_transcript
 from sessions.models import CompactionSnapshot, Message, Run, RunEvent, Session, Step
 from sessions.recorder import message_role_for
@@ -433,6 +434,30 @@ def test_manual_compaction_of_another_tenants_session_is_404_and_changes_nothing
     assert fake_model.requests == []
     assert not CompactionSnapshot.objects.filter(session_id=session_id).exists()
     assert RunEvent.objects.filter(session_id=session_id).count() == events_before
+
+
+def test_manual_compaction_of_a_session_deleted_meanwhile_is_404_and_changes_nothing(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view found the session; another request deleted it before the compaction read it."""
+    session_id = finished_session(bob_api, cast)
+    script_compaction(fake_model)
+    compact_session = compaction_api.session_compact
+
+    def deleted_first(**kwargs: Any) -> CompactionSnapshot:
+        Session.objects.filter(pk=session_id).delete()
+        return compact_session(**kwargs)
+
+    monkeypatch.setattr(compaction_api, "session_compact", deleted_first)
+
+    response = compact(bob_api, session_id)
+
+    assert (response.status_code, response.json()) == (
+        404,
+        {"error": {"code": "not_found", "message": "Not found.", "fields": {}}},
+    )
+    assert fake_model.requests == []
+    assert not CompactionSnapshot.objects.filter(session_id=session_id).exists()
 
 
 def test_manual_compaction_waits_for_the_active_run(

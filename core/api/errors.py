@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -44,7 +44,8 @@ def _flatten_field_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, Http404):
+    # A row the view found can be gone by the time a service reads it again (deleted meanwhile).
+    if isinstance(exc, Http404 | ObjectDoesNotExist):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
