@@ -61,6 +61,9 @@ def provider_access(*, tenant: Tenant, provider: str) -> ProviderAccess:
 def provider_key_access(provider_key: ProviderKey) -> ProviderAccess:
     """What a call with the tenant's key uses: its own base URL, checked by the SSRF guard each
     time (DNS answers change), or the platform's."""
+    if not provider_key.api_key.isascii():  # stored before keys were checked for it
+        problem = "has characters an HTTP header cannot carry: replace it."
+        raise ProviderNotConfigured(f"The tenant's {provider_key.provider} key {problem}")
     if provider_key.base_url:
         try:
             address = check_base_url(provider_key.base_url)

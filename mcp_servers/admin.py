@@ -14,12 +14,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.admin import TenantScopedAdmin, admin_actor_for_tenant
+from core.http_headers import header_value_problem
 from mcp_servers.health import mcp_server_check
 from mcp_servers.models import McpServer
 from mcp_servers.services import (
     CALL_TIMEOUT_RANGE,
     CONNECT_TIMEOUT_RANGE,
-    CONTROL_CHARACTERS,
     mcp_server_delete,
     mcp_server_update,
 )
@@ -44,8 +44,8 @@ class McpServerAdminForm(forms.ModelForm):
 
     def clean_new_token(self) -> str:
         token: str = self.cleaned_data["new_token"]
-        if CONTROL_CHARACTERS.search(token):
-            raise forms.ValidationError("Must not contain control characters.")
+        if problem := header_value_problem(token):
+            raise forms.ValidationError(f"Must not contain {problem}.")
         if token and "authorization" in {name.lower() for name in self.instance.headers or {}}:
             raise forms.ValidationError("This server sends an Authorization header; set that or a token.")
         return token

@@ -14,6 +14,13 @@ from django.db import IntegrityError, transaction
 
 from audit.models import AuditAction
 from audit.services import audit_record, audit_values
+from core.http_headers import (
+    CONTROL_CHARACTERS,
+    HEADER_NAME_PATTERN,
+    HEADER_NAME_RULE,
+    header_value_problem,
+    header_values_problem,
+)
 from mcp_servers.models import McpServer, McpTransport
 from mcp_servers.tool_names import SEPARATOR, SERVER_NAME_PATTERN, mcp_tool_group, mcp_tool_public_name
 from tenants.actors import Actor
@@ -41,10 +48,7 @@ CONNECT_TIMEOUT_RANGE = (1.0, 120.0)
 CALL_TIMEOUT_RANGE = (1.0, 3600.0)
 MAX_ARGS = 100
 MAX_CREDENTIAL_ENTRIES = 50
-# RFC 9110 token characters.
-HEADER_NAME_PATTERN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 # Set by the MCP transport itself; a tenant overriding them would break the protocol.
 RESERVED_HEADERS = frozenset(
     {
@@ -223,23 +227,25 @@ def _url_problem(url: str) -> str:
 
 
 def _check_credentials(server: McpServer, errors: dict[str, list[str]]) -> None:
-    if not isinstance(server.token, str) or CONTROL_CHARACTERS.search(server.token):
-        errors["token"] = ["Must be a string without control characters."]
+    if not isinstance(server.token, str):
+        errors["token"] = ["Must be a string."]
+    elif token_problem := header_value_problem(server.token):
+        errors["token"] = [f"Must be a string without {token_problem}."]
     headers: Any = server.headers  # a dict, though the stubs type the field as text
     if not _is_string_map(headers):
         errors["headers"] = [f"Must be an object of at most {MAX_CREDENTIAL_ENTRIES} string values."]
     else:
         names = {name.lower() for name in headers}
         if not all(HEADER_NAME_PATTERN.match(name) for name in headers):
-            errors["headers"] = ["Header names may hold only letters, digits and !#$%&'*+.^_`|~-."]
+            errors["headers"] = [HEADER_NAME_RULE]
         elif names & RESERVED_HEADERS:
             errors["headers"] = [
                 f"These headers are set by the MCP transport: {', '.join(sorted(names & RESERVED_HEADERS))}."
             ]
         elif "authorization" in names and server.token:
             errors["headers"] = ["Set either the token or an Authorization header, not both."]
-        elif any(CONTROL_CHARACTERS.search(value) for value in headers.values()):
-            errors["headers"] = ["Header values must not contain control characters."]
+        elif values_problem := header_values_problem(headers.values()):
+            errors["headers"] = [values_problem]
     env: Any = server.env
     if not _is_string_map(env):
         errors["env"] = [f"Must be an object of at most {MAX_CREDENTIAL_ENTRIES} string values."]

@@ -165,6 +165,11 @@ def test_one_key_per_provider_and_tenant(cast: Cast, alice_api: APIClient, carol
             "api_key",
             "Must not contain spaces or control characters.",
         ),
+        (
+            {"provider": "anthropic", "api_key": "sk-\u00e9t\u00e9-key"},
+            "api_key",
+            "Must contain only ASCII letters, digits and symbols.",
+        ),
         ({"provider": "offline", "api_key": SECRET}, "provider", '"offline" is not a valid choice.'),
         ({"provider": "anthropic", "api_key": 42}, "api_key", "Must be a string."),
         ({"provider": "anthropic", "api_key": SECRET, "owner": "x"}, "owner", "Unknown field."),
@@ -376,6 +381,25 @@ def test_testing_against_an_unreachable_server_fails_cleanly(
 
     assert response.status_code == 200
     assert response.json() == {"is_working": False, "message": "Could not reach the provider."}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_testing_a_stored_key_an_http_header_cannot_carry_fails_cleanly(
+    cast: Cast, alice_api: APIClient, fake_model: FakeModelServer, provider: str
+) -> None:
+    """Stored before keys were checked for ASCII: its check says so instead of a 500."""
+    key = stored_key(cast, provider=provider, api_key="sk-\u00c9t\u00e9")
+
+    response = alice_api.post(f"{URL}{key.pk}/test/")
+
+    assert (response.status_code, response.json()) == (
+        200,
+        {
+            "is_working": False,
+            "message": f"The tenant's {provider} key has characters an HTTP header cannot carry: replace it.",
+        },
+    )
+    assert fake_model.model_list_requests == []
 
 
 def test_a_server_error_is_reported_by_its_status_only(

@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from django.conf import settings
 
+from core.http_headers import HEADER_NAME_PATTERN, header_value_problem
 from core.ssrf import guarded_request, with_default_headers
 from tools.builtins.base import ToolError
 from tools.models import Tool
@@ -97,10 +98,13 @@ def _text_headers(value: Any) -> dict[str, str]:
 
 
 def _check_headers(headers: dict[str, str]) -> None:
+    """Headers saved before tools.services checked them: refused here, their values never quoted
+    (they may be secrets), rather than failing inside the HTTP client with a character of one."""
     for name, value in headers.items():
-        if any(character in name + value for character in "\r\n\x00"):
-            # The value is not quoted: it may be a secret.
-            raise ToolError(f"header {name.strip()[:64]!r} of this tool contains a line break; fix the tool")
+        if not HEADER_NAME_PATTERN.match(name):
+            raise ToolError("a header name of this tool is not a valid HTTP header name; fix the tool")
+        if problem := header_value_problem(value):
+            raise ToolError(f"header {name!r} of this tool contains {problem}; fix the tool")
 
 
 def redact(text: str, secrets: Any) -> str:

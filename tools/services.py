@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from agents.models import Agent
 from audit.models import AuditAction
 from audit.services import audit_record, audit_values
+from core.http_headers import HEADER_NAME_PATTERN, HEADER_NAME_RULE, header_values_problem
 from tenants.actors import Actor
 from tools.models import TOOL_NAME_REGEX, AgentTool, Tool, ToolKind, ToolPolicy, ToolProfile
 
@@ -61,13 +62,21 @@ def _validate_tool(tool: Tool) -> None:
     if not 1 <= tool.timeout_seconds <= 300:
         errors["timeout_seconds"] = ["Must be between 1 and 300."]
     for name in ("headers", "secret_headers"):
-        value = getattr(tool, name)
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            errors[name] = ["Must be an object of header names to string values."]
+        problem = _headers_problem(getattr(tool, name))
+        if problem:
+            errors[name] = [problem]
     if errors:
         raise ValidationError(errors)
+
+
+def _headers_problem(headers: Any) -> str:
+    if not isinstance(headers, dict) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in headers.items()
+    ):
+        return "Must be an object of header names to string values."
+    if not all(HEADER_NAME_PATTERN.match(name) for name in headers):
+        return HEADER_NAME_RULE
+    return header_values_problem(headers.values())
 
 
 def _save_tool(tool: Tool, *, before: dict[str, Any] | None) -> Tool:

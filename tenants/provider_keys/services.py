@@ -24,6 +24,8 @@ MAX_API_KEY_LENGTH = 4000
 MAX_BASE_URL_LENGTH = 200  # ProviderKey.base_url's column
 # Keys and URLs are single tokens: whitespace or control characters inside one mean a bad paste.
 WHITESPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
+# A key travels in an HTTP header, which carries ASCII only.
+NOT_ASCII = "Must contain only ASCII letters, digits and symbols."
 AUDITED_FIELDS = ("provider", "api_key", "base_url")
 PROVIDER_TAKEN = "This tenant already has a key for this provider: replace it or delete it first."
 
@@ -150,6 +152,8 @@ def _api_key_problem(api_key: str) -> str:
         return f"At most {MAX_API_KEY_LENGTH} characters."
     if WHITESPACE_OR_CONTROL.search(api_key):
         return "Must not contain spaces or control characters."
+    if not api_key.isascii():
+        return NOT_ASCII
     return ""
 
 

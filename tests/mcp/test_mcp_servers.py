@@ -154,6 +154,18 @@ def test_credentials_can_be_replaced_and_cleared(alice_api: APIClient, demo: Dem
         ({"connect_timeout_seconds": 0}, "connect_timeout_seconds", "Must be between 1 and 120 seconds."),
         ({"transport": "carrier-pigeon"}, "transport", '"carrier-pigeon" is not a valid choice.'),
         ({"token": 42}, "token", "Must be a string."),
+        ({"token": "t\u00f6ken"}, "token", "Must be a string without non-ASCII characters."),
+        ({"token": "t\x7fken"}, "token", "Must be a string without control characters."),
+        (
+            {"token": "", "headers": {"X-Team": "\u00e9quipe", "X-Line": "a\nb"}},
+            "headers",
+            "Header values must not contain control characters or non-ASCII characters.",
+        ),
+        (
+            {"headers": {"X Team": "a"}},
+            "headers",
+            "Header names may hold only letters, digits and !#$%&'*+.^_`|~-.",
+        ),
     ],
 )
 def test_invalid_servers_are_refused(

@@ -189,13 +189,25 @@ def test_structured_values_cannot_go_into_the_url() -> None:
     assert str(failed.value) == "argument 'org' goes into the URL, so it must be a string, number or boolean"
 
 
-def test_a_header_with_a_line_break_is_refused_without_quoting_it(cast: Cast) -> None:
-    tool = make_http_tool(
-        cast, "https://api.example/", secret_headers={"X-Api-Key": f"{SECRET}\r\nX-Evil: 1"}
-    )
+HEADER_X_API_KEY = "header 'X-Api-Key' of this tool"
+
+
+@pytest.mark.parametrize(
+    ("secret_headers", "message"),
+    [
+        ({"X-Api-Key": f"{SECRET}\r\nX-Evil: 1"}, f"{HEADER_X_API_KEY} contains control characters"),
+        ({"X-Api-Key": f"{SECRET}\u00e9"}, f"{HEADER_X_API_KEY} contains non-ASCII characters"),
+        ({f"X-{SECRET}:": "1"}, "a header name of this tool is not a valid HTTP header name"),
+    ],
+)
+def test_a_header_http_cannot_carry_is_refused_without_quoting_it(
+    cast: Cast, secret_headers: dict[str, str], message: str
+) -> None:
+    """Saved before tools.services checked headers: the call is refused, nothing of the value shown."""
+    tool = make_http_tool(cast, "https://api.example/", secret_headers=secret_headers)
     with pytest.raises(ToolError) as failed:
         run_http_tool(tool, {})
-    assert str(failed.value) == "header 'X-Api-Key' of this tool contains a line break; fix the tool"
+    assert str(failed.value) == f"{message}; fix the tool"
 
 
 def test_redact_masks_whole_values_and_bearer_tokens() -> None:

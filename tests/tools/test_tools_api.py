@@ -73,6 +73,17 @@ def test_http_tool_secrets_are_write_only_and_encrypted(cast: Cast, alice_api: A
         ({"timeout_seconds": 0}, "timeout_seconds", "Must be between 1 and 300."),
         ({"http_method": "TRACE"}, "http_method", '"TRACE" is not a valid choice.'),
         ({"kind": "builtin"}, "kind", "Unknown field."),
+        (
+            {"secret_headers": {"Authorization": "Bearer cl\u00e9"}},
+            "secret_headers",
+            "Header values must not contain non-ASCII characters.",
+        ),
+        ({"headers": {"X-Note": "a\r\nb"}}, "headers", "Header values must not contain control characters."),
+        (
+            {"headers": {"X:Note": "a"}},
+            "headers",
+            "Header names may hold only letters, digits and !#$%&'*+.^_`|~-.",
+        ),
     ],
 )
 def test_bad_http_tools_get_field_errors(
