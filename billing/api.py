@@ -64,6 +64,8 @@ class CreditViewSet(TenantScopedViewSet):
 class LedgerEntryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
     """Every grant, hold, release, settlement and refund; append-only."""
 
+    # Read by the schema generator only; get_queryset scopes requests.
+    queryset = LedgerEntry.objects.none()
     serializer_class = LedgerEntrySerializer
     read_role = Role.ADMIN
     filterset_fields = ["kind", "run"]
@@ -97,6 +99,8 @@ class LedgerEntryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     destroy=extend_schema(summary="Remove a budget (owners)", tags=TAGS),
 )
 class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScopedViewSet):
+    # Read by the schema generator only; get_queryset scopes requests.
+    queryset = Budget.objects.none()
     serializer_class = BudgetSerializer
     read_role = Role.ADMIN
     write_role = Role.OWNER

@@ -1,4 +1,5 @@
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing.models import Budget, BudgetScope, LedgerEntry, LedgerKind
@@ -18,6 +19,7 @@ def credits_input(help_text: str) -> serializers.CharField:
 CREDITS_HELP = "Credits as a decimal string with six places; one credit buys one US dollar of model use."
 
 
+@extend_schema_field({"type": "string", "format": "decimal", "example": "12.500000"})
 class CreditsField(serializers.Field):
     """Micro-credits out as a decimal string ("12.500000")."""
 

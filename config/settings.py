@@ -280,7 +280,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"MemoryStatusEnum": "memory.models.MemoryStatus"},
+    "ENUM_NAME_OVERRIDES": {
+        "MemoryStatusEnum": "memory.models.MemoryStatus",
+        "RunStatusEnum": "sessions.models.RunStatus",
+    },
     "APPEND_COMPONENTS": {
         "securitySchemes": {
             "ApiKeyAuth": {"type": "http", "scheme": "bearer", "description": "An Agentry API key."},

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from core.api.filters import StrictFilterSet
 from core.api.parsers import JSONParser
-from core.api.schema import ERROR_REFERENCE
+from core.api.schema import DOCUMENT_IN_PATH, ERROR_REFERENCE
 from core.api.viewsets import TenantScopedViewSet
 from files.models import FilePurpose, FileStatus, KnowledgeBase, StoredFile
 from files.previews import file_preview
@@ -221,7 +221,12 @@ class KnowledgeBaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Ten
         )
         return Response(KnowledgeDocumentSerializer(document).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(summary="Remove a document and its file", methods=["DELETE"], responses={204: None})
+    @extend_schema(
+        summary="Remove a document and its file",
+        methods=["DELETE"],
+        parameters=[DOCUMENT_IN_PATH],
+        responses={204: None},
+    )
     @action(detail=True, methods=["delete"], url_path=r"documents/(?P<document_id>[^/.]+)")
     def document(self, request: Request, pk: str | None = None, document_id: str = "") -> Response:
         document = document_get(knowledge_base=self.get_object(), document_id=document_id)

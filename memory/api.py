@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from agents.models import Agent
 from agents.selectors import agent_get_for_actor
 from core.api.filters import StrictFilterSet
+from core.api.schema import AGENT_IN_PATH, SESSION_IN_PATH
 from core.api.serializers import StrictSerializer
 from core.api.viewsets import TenantScopedViewSet
 from memory.models import Memory, MemorySource, MemoryStatus, MemoryType
@@ -56,11 +57,14 @@ class MemoryFilter(StrictFilterSet):
 
 @extend_schema_view(
     list=extend_schema(
-        summary="List or search an agent's memories", tags=["memories"], parameters=[QUERY_PARAMETER]
+        summary="List or search an agent's memories",
+        tags=["memories"],
+        parameters=[AGENT_IN_PATH, QUERY_PARAMETER],
     ),
     create=extend_schema(
         summary="Add a memory to an agent",
         tags=["memories"],
+        parameters=[AGENT_IN_PATH],
         request=MemoryCreateSerializer,
         responses={201: MemorySerializer},
     ),
@@ -185,6 +189,7 @@ class SessionMemoryExtractionViewSet(TenantScopedViewSet):
     @extend_schema(
         summary="Propose memories from the session's conversation (as suggestions)",
         tags=["memories"],
+        parameters=[SESSION_IN_PATH],
         request=None,
         responses={202: ExtractionQueuedSerializer},
     )

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from agents.model_clients import ProviderNotConfigured
 from agents.runtime.types import ModelError
 from core.api.errors import error_body
-from core.api.schema import ERROR_REFERENCE
+from core.api.schema import ERROR_REFERENCE, SESSION_ID_IN_PATH
 from core.api.viewsets import TenantScopedViewSet
 from sessions.compaction import NothingToCompact, SessionBusy, session_compact
 from sessions.models import CompactionSnapshot, Session
@@ -57,6 +57,7 @@ class SessionCompactionViewSet(TenantScopedViewSet):
             "active or when there is nothing to compact yet."
         ),
         tags=["sessions"],
+        parameters=[SESSION_ID_IN_PATH],
         request=None,
         responses={
             200: CompactionSnapshotSerializer,

@@ -132,3 +132,24 @@ def test_the_schema_documents_compacts_409(openapi: dict[str, Any]) -> None:
     responses = openapi["paths"]["/api/v1/sessions/{id}/compact/"]["post"]["responses"]
 
     assert responses["409"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+
+
+def test_every_path_id_in_the_schema_says_its_type(openapi: dict[str, Any]) -> None:
+    """A client generated from the schema sends UUIDs (the credit ledger's integers), not any string."""
+    types = {
+        (path, parameter["name"]): (parameter["schema"]["type"], parameter["schema"].get("format"))
+        for path, operations in openapi["paths"].items()
+        for operation in operations.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "path"
+    }
+
+    untyped = {key: kind for key, kind in types.items() if kind != ("string", "uuid")}
+    assert untyped == {("/api/v1/credits/ledger/{id}/", "id"): ("integer", None)}
+    assert len(types) == 36
+
+
+def test_the_credit_fields_are_decimal_strings(openapi: dict[str, Any]) -> None:
+    balance = openapi["components"]["schemas"]["CreditSummary"]["properties"]["balance"]
+
+    assert (balance["type"], balance["format"]) == ("string", "decimal")

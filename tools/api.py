@@ -5,6 +5,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.selectors import agent_get_for_actor
+from core.api.schema import AGENT_IN_PATH
 from core.api.viewsets import TenantScopedViewSet
 from tools.agent_tools import agent_tools_overview
 from tools.models import Tool
@@ -70,7 +71,12 @@ class AgentToolsViewSet(TenantScopedViewSet):
 
     serializer_class = AgentToolsSerializer
 
-    @extend_schema(summary="The agent's tools and policy", tags=["tools"], responses=AgentToolsSerializer)
+    @extend_schema(
+        summary="The agent's tools and policy",
+        tags=["tools"],
+        parameters=[AGENT_IN_PATH],
+        responses=AgentToolsSerializer,
+    )
     def retrieve(self, request: Request, agent_pk: str) -> Response:
         agent = agent_get_for_actor(actor=self.actor, agent_id=agent_pk)
         return Response(AgentToolsSerializer(agent_tools_overview(agent=agent, actor=self.actor)).data)
@@ -78,6 +84,7 @@ class AgentToolsViewSet(TenantScopedViewSet):
     @extend_schema(
         summary="Change the agent's policy and assigned tools",
         tags=["tools"],
+        parameters=[AGENT_IN_PATH],
         request=AgentToolsUpdateSerializer,
         responses=AgentToolsSerializer,
     )

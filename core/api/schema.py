@@ -4,6 +4,8 @@ request bodies that refuse unknown fields (registered by ``core.apps``)."""
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -25,6 +27,21 @@ ERROR_SCHEMA = {
 }
 
 ERROR_REFERENCE = {"$ref": "#/components/schemas/Error"}
+
+# Path ids of routes whose view reads another model than the id's (nested routes, actions): the
+# generator cannot tell their type, so they are named here.
+AGENT_IN_PATH = OpenApiParameter(
+    "agent_pk", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The agent's id."
+)
+SESSION_IN_PATH = OpenApiParameter(
+    "session_pk", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The session's id."
+)
+SESSION_ID_IN_PATH = OpenApiParameter(
+    "id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The session's id."
+)
+DOCUMENT_IN_PATH = OpenApiParameter(
+    "document_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The document's id."
+)
 
 COMMON_ERRORS = {
     "400": "Invalid input; `fields` names each bad field.",

@@ -42,6 +42,8 @@ class ProviderKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenan
     """The tenant's own Anthropic and OpenAI-compatible keys, used instead of the platform's.
     Owners and admins only, for reading too."""
 
+    # Read by the schema generator only; get_queryset scopes requests.
+    queryset = ProviderKey.objects.none()
     serializer_class = ProviderKeySerializer
     ordering_fields = ["provider", "created_at", "updated_at"]
     read_role = Role.ADMIN
