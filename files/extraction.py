@@ -32,6 +32,7 @@ import lxml.etree
 import pypdf
 import pypdf.errors
 
+from core.storable import storable_text
 from files import sniffing
 from tools.builtins.html_text import html_to_text
 
@@ -97,7 +98,10 @@ def extract_sections(fileobj: BinaryIO, content_type: str) -> list[Section]:
     if extractor is None:
         raise ExtractionError(f"Agentry cannot read text from {content_type} files")
     fileobj.seek(0)
-    sections = extractor(fileobj)
+    sections = [
+        Section(text=storable_text(section.text), page=section.page, heading=storable_text(section.heading))
+        for section in extractor(fileobj)
+    ]
     _check_character_count(sum(len(section.text) for section in sections))
     return sections
 

@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from core.storable import storable, storable_text
 from mcp_servers.content import content_as_text
 from mcp_servers.models import McpServer, McpTransport
 from mcp_servers.outbound import OutboundRefused, PinnedTransport, checked_address
@@ -298,11 +299,12 @@ def _discovered(tool: mcp_types.Tool) -> DiscoveredTool:
     annotations = (
         tool.annotations.model_dump(by_alias=True, exclude_none=True, mode="json") if tool.annotations else {}
     )
+    # What a server sends is stored: made storable on both databases (core.storable).
     return DiscoveredTool(
         name=tool.name,
-        description=tool.description or "",
-        input_schema=dict(tool.input_schema),
-        annotations=annotations,
+        description=storable_text(tool.description or ""),
+        input_schema=storable(dict(tool.input_schema)),
+        annotations=storable(annotations),
     )
 
 

@@ -441,3 +441,30 @@ def backends_waiting_on_a_lock() -> int:
             " AND wait_event_type = 'Lock'"
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("unstorable", ["\x00", "\ud800"])
+def test_a_model_answer_postgresql_could_not_store_completes_with_a_replacement_character(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, provider: str, unstorable: str
+) -> None:
+    """A NUL, or half of a surrogate pair, in a model's text or tool arguments: the run ends as it
+    does on SQLite, each such character stored as U+FFFD."""
+    agent = make_agent(tenant=cast.tenant_a, model_provider=provider, model_name="test-model")
+    fake_model.script(
+        Turn(
+            text=f"Let me{unstorable} see.", tool_calls=[("calculator", {"expression": f"6*7{unstorable}"})]
+        ),
+        Turn(text=f"Done{unstorable}."),
+    )
+    session_id = start_session(bob_api, agent.pk)
+
+    run = run_to_end(bob_api, post_message(bob_api, session_id, "Compute.")["run"]["id"])  # type: ignore[index]
+
+    assert (run["status"], run["stop_reason"]) == ("completed", "end_turn")
+    answers = Message.objects.filter(run_id=run["id"], role="assistant").order_by("position")
+    assert [message.content[0]["text"] for message in answers] == ["Let me\ufffd see.", "Done\ufffd."]
+    call = Step.objects.get(run_id=run["id"], kind="tool_call")
+    assert call.input["arguments"] == {"expression": "6*7\ufffd"}
+    deltas = RunEvent.objects.filter(run_id=run["id"], type="text.delta").order_by("seq")
+    assert "".join(event.data["text"] for event in deltas) == "Let me\ufffd see.Done\ufffd."

@@ -11,6 +11,7 @@ from agents.models import Agent
 from audit.models import AuditAction
 from audit.services import audit_record, audit_values
 from core.http_headers import HEADER_NAME_PATTERN, HEADER_NAME_RULE, header_values_problem
+from core.storable import storable
 from tenants.actors import Actor
 from tools.models import TOOL_NAME_REGEX, AgentTool, Tool, ToolKind, ToolPolicy, ToolProfile
 
@@ -49,12 +50,9 @@ def _validate_tool(tool: Tool) -> None:
         errors["name"] = ["Use 1-64 letters, digits, _ or -."]
     elif "__" in tool.name:
         errors["name"] = ["'__' is reserved for MCP tools (<server>__<tool>)."]
-    try:
-        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
-        if tool.input_schema.get("type", "object") != "object":
-            errors["input_schema"] = ["The arguments schema must describe an object."]
-    except jsonschema.SchemaError as error:
-        errors["input_schema"] = [f"Not a valid JSON Schema: {error.message}"]
+    schema_problem = _input_schema_problem(tool.input_schema)
+    if schema_problem:
+        errors["input_schema"] = [schema_problem]
     if tool.http_method not in HTTP_METHODS:
         errors["http_method"] = [f"Choose one of {', '.join(HTTP_METHODS)}."]
     if not tool.url_template.startswith(("http://", "https://")):
@@ -67,6 +65,18 @@ def _validate_tool(tool: Tool) -> None:
             errors[name] = [problem]
     if errors:
         raise ValidationError(errors)
+
+
+def _input_schema_problem(schema: Any) -> str:
+    if storable(schema) != schema:  # PostgreSQL would refuse to store it
+        return "Must not contain null characters or unpaired surrogates."
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        return f"Not a valid JSON Schema: {error.message}"
+    if schema.get("type", "object") != "object":
+        return "The arguments schema must describe an object."
+    return ""
 
 
 def _headers_problem(headers: Any) -> str:

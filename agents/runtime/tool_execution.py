@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agents.runtime.stop_signal import StopSignal
 from agents.runtime.types import (
@@ -21,6 +21,7 @@ from agents.runtime.types import (
     ToolOutcome,
     ToolProvider,
 )
+from core.storable import storable_text
 
 logger = logging.getLogger(__name__)
 
@@ -187,11 +188,13 @@ def _execute(
     """Runs on a worker thread: touches the tool only, never the recorder."""
     control.started_at = time.monotonic()
     try:
-        return tools.execute(call, should_stop=lambda: stop.is_set() or control.abandoned.is_set())
+        outcome = tools.execute(call, should_stop=lambda: stop.is_set() or control.abandoned.is_set())
     # The protocol lets a tool raise anything: the model sees the failure and the run goes on.
     except Exception as error:
         logger.info("tool %s raised", call.name, exc_info=True)
-        return ToolOutcome(content=f"{type(error).__name__}: {error}", is_error=True)
+        outcome = ToolOutcome(content=f"{type(error).__name__}: {error}", is_error=True)
+    # A result can hold what PostgreSQL refuses (a NUL in a web page, a program's output).
+    return replace(outcome, content=storable_text(outcome.content))
 
 
 def _collect(

@@ -353,6 +353,14 @@ def test_json_is_pretty_printed() -> None:
     ]
 
 
+def test_text_postgresql_cannot_store_is_read_with_replacement_characters() -> None:
+    sections = extract(rb'{"note": "a\u0000b", "half": "\ud800"}', sniffing.JSON)
+
+    # JSON writes control characters as escapes; half a surrogate pair it writes as it is.
+    expected = '{\n  "note": "a\\u0000b",\n  "half": "\ufffd"\n}'
+    assert sections == [Section(text=expected, page=None, heading="")]
+
+
 def test_invalid_json_is_refused() -> None:
     reason = extraction_failure(b'{"name": ', sniffing.JSON)
 

@@ -14,7 +14,7 @@ from django.test import Client
 from django_q.models import Schedule
 from rest_framework.test import APIClient
 
-from mcp_servers.client import Connection, ToolCallResult, call_server_tool, list_server_tools
+from mcp_servers.client import Connection, ToolCallResult, _discovered, call_server_tool, list_server_tools
 from mcp_servers.content import content_as_text
 from mcp_servers.health import (
     HEALTH_SCHEDULE_NAME,
@@ -818,3 +818,16 @@ def test_a_rename_that_would_take_other_tools_names_is_refused(
     }
     assert McpServer.objects.get(pk=body["id"]).name == "demo"
     assert Tool.objects.filter(mcp_server_id=body["id"], name="demo__add").exists()
+
+
+def test_a_listed_tool_is_kept_with_what_postgresql_cannot_store_replaced() -> None:
+    tool = mcp_types.Tool(
+        name="lookup", description="finds\x00things", input_schema={"type": "object", "description": "\ud800"}
+    )
+
+    discovered = _discovered(tool)
+
+    assert (discovered.description, discovered.input_schema) == (
+        "finds\ufffdthings",
+        {"type": "object", "description": "\ufffd"},
+    )

@@ -7,12 +7,17 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
+from rest_framework.test import APIClient
 
+from sessions.models import Step
 from tests.conftest import Cast
+from tests.factories import make_agent
+from tests.fake_model_server import FakeModelServer, Turn
+from tests.test_runs_api import post_message, run_to_end, start_session
 from tests.tools import LocalServer, RecordedRequest, Reply
 from tools.builtins.base import ToolError
 from tools.http_tools import fill_url_template, redact, run_http_tool
-from tools.models import Tool, ToolKind
+from tools.models import AgentTool, Tool, ToolKind
 
 pytestmark = pytest.mark.django_db
 
@@ -213,3 +218,25 @@ def test_a_header_http_cannot_carry_is_refused_without_quoting_it(
 def test_redact_masks_whole_values_and_bearer_tokens() -> None:
     assert redact("a Bearer t0k3n b t0k3n c", ["Bearer t0k3n"]) == "a [redacted] b [redacted] c"
     assert redact("nothing here", [""]) == "nothing here"
+
+
+def test_a_response_holding_a_null_character_is_stored_with_it_replaced_and_the_run_completes(
+    cast: Cast,
+    bob_api: APIClient,
+    fake_model: FakeModelServer,
+    server: LocalServer,
+    private_network_allowed: None,
+) -> None:
+    """PostgreSQL stores no NUL in jsonb: the result keeps a replacement character instead, and
+    the run ends as it does on SQLite."""
+    server.routes["/note"] = Reply(200, "before\x00after")
+    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic", model_name="test-model")
+    AgentTool.objects.create(agent=agent, tool=make_http_tool(cast, server.url("/note")))
+    fake_model.script(Turn(tool_calls=[("crm", {})]), Turn(text="Done."))
+    session_id = start_session(bob_api, agent.pk)
+
+    run = run_to_end(bob_api, post_message(bob_api, session_id, "Read the note.")["run"]["id"])  # type: ignore[index]
+
+    assert (run["status"], run["stop_reason"]) == ("completed", "end_turn")
+    tool_step = Step.objects.get(run_id=run["id"], kind="tool_call")
+    assert tool_step.output == {"content": "HTTP 200 OK\n\nbefore\ufffdafter", "is_error": False}

@@ -69,6 +69,11 @@ def test_http_tool_secrets_are_write_only_and_encrypted(cast: Cast, alice_api: A
             "input_schema",
             "The arguments schema must describe an object.",
         ),
+        (
+            {"input_schema": {"type": "object", "description": "a\x00b"}},
+            "input_schema",
+            "Must not contain null characters or unpaired surrogates.",
+        ),
         ({"url_template": "ftp://x"}, "url_template", "Must be an http:// or https:// URL template."),
         ({"timeout_seconds": 0}, "timeout_seconds", "Must be between 1 and 300."),
         ({"http_method": "TRACE"}, "http_method", '"TRACE" is not a valid choice.'),

@@ -40,6 +40,7 @@ HOSTILE_VALUES = [
     "00000000-0000-0000-0000-000000000000",
     "<script>alert(1)</script>",
     '{"a": [1, {"b": null}]}',
+    '{"type": "object", "description": "a\\u0000b \\ud800"}',
     "[]",
 ]
 

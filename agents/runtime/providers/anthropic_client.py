@@ -22,6 +22,7 @@ from agents.runtime.providers.common import (
     model_error,
     model_error_for_transport,
     parse_tool_arguments,
+    storable_event,
 )
 from agents.runtime.types import (
     ChatMessage,
@@ -118,12 +119,12 @@ class AnthropicModelClient:
                 for event in response:
                     if should_stop():
                         raise StreamCancelled(accumulator.usage)
-                    yield from accumulator.apply(event)
+                    yield from map(storable_event, accumulator.apply(event))
             except anthropic.APIError as error:
                 raise _model_error(error) from error
             except httpx2.TransportError as error:
                 raise model_error_for_transport(error) from error
-        yield accumulator.completed()
+        yield storable_event(accumulator.completed())
 
     def _open_stream(self, request: ModelRequest) -> anthropic.Stream[sdk.RawMessageStreamEvent]:
         """Send the request; the SDK's retries happen here, before the first event."""

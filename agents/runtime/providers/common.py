@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import httpx2
 
-from agents.runtime.types import ModelError, ModelErrorKind
+from agents.runtime.types import (
+    ModelError,
+    ModelErrorKind,
+    ModelResponseCompleted,
+    ModelStreamEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequested,
+)
+from core.storable import storable, storable_text
 
 RAW_ARGUMENTS_KEY = "_raw_arguments"
 """Tool arguments that are not a JSON object arrive as ``{RAW_ARGUMENTS_KEY: "<the raw text>"}``.
@@ -67,3 +77,15 @@ def model_error_for_transport(error: httpx2.TransportError) -> ModelError:
     """A network failure while reading a stream that the SDK did not wrap."""
     kind: ModelErrorKind = "timeout" if isinstance(error, httpx2.TimeoutException) else "connection"
     return model_error(f"model stream interrupted: {error!r}", kind=kind)
+
+
+def storable_event(event: ModelStreamEvent) -> ModelStreamEvent:
+    """The event with the text it carries storable on both databases (core.storable): a model's
+    answer can hold a NUL that PostgreSQL would refuse, failing the run at its next write."""
+    if isinstance(event, TextDelta | ReasoningDelta):
+        return replace(event, text=storable_text(event.text))
+    if isinstance(event, ToolCallRequested):
+        return replace(event, arguments=storable(event.arguments))
+    if isinstance(event, ModelResponseCompleted):
+        return replace(event, content=storable(event.content))
+    return event

@@ -26,6 +26,7 @@ from agents.runtime.providers.common import (
     model_error,
     model_error_for_transport,
     parse_tool_arguments,
+    storable_event,
 )
 from agents.runtime.types import (
     ChatMessage,
@@ -104,13 +105,13 @@ class OpenAIModelClient:
                 for chunk in response:
                     if should_stop():
                         raise StreamCancelled(accumulator.usage)
-                    yield from accumulator.apply(chunk)
+                    yield from map(storable_event, accumulator.apply(chunk))
             except openai.APIError as error:
                 raise _model_error(error) from error
             except httpx2.TransportError as error:
                 raise model_error_for_transport(error) from error
-        yield from accumulator.finish_tool_calls()
-        yield accumulator.completed()
+        yield from map(storable_event, accumulator.finish_tool_calls())
+        yield storable_event(accumulator.completed())
 
     def _open_stream(self, request: ModelRequest) -> openai.Stream[sdk.ChatCompletionChunk]:
         """Send the request; the SDK's retries happen here, before the first chunk."""
