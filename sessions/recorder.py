@@ -19,6 +19,7 @@ from agents.runtime.types import (
 from billing.pricing import Price, cost_micros
 from core.connections import release_connection
 from core.redaction import redact_tool_arguments
+from core.storable import storable_text
 from files.citations import with_citations
 from sessions.branches import run_context_path
 from sessions.compaction import compaction_snapshot_create
@@ -158,6 +159,7 @@ class DjangoRunRecorder:
 
     def fail_step(self, step_id: str, *, error: str) -> None:
         step = self._steps.pop(step_id)
+        error = storable_text(error)  # a provider's error text can hold what PostgreSQL refuses
         with self.batch():
             step_transition(step, StepStatus.FAILED, error=error, finished_at=timezone.now())
             self.emit("step.completed", {**_step_end_data(step), "error": error})

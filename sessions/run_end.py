@@ -6,6 +6,7 @@ from typing import Any
 from django.db import transaction
 
 from billing.costs import run_cost
+from core.storable import storable_text
 from sessions.events import emit_event, events_batched
 from sessions.models import Run, RunStatus, StopReason
 from sessions.state import (
@@ -79,6 +80,7 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
     the run's last answer: ``sessions.recorder``) it joins it, with no savepoint: a transition
     that loses to a cancel writes nothing and raises nothing, so the transaction stays usable.
     """
+    error = storable_text(error)[:10_000]  # an exception's text can hold what PostgreSQL refuses
     for _ in range(3):
         has_child_runs = reread_fields(run, FINISH_FIELDS)
         if run.status in TERMINAL_RUN_STATUSES:
@@ -87,7 +89,7 @@ def run_finish(run: Run, *, status: str, stop_reason: str, error: str = "", acto
         if run.status == RunStatus.CANCELLING and status != RunStatus.FAILED:
             target, stop_reason = RunStatus.CANCELLED, StopReason.CANCELLED
         with transaction.atomic(savepoint=False), events_batched():
-            fields = {"stop_reason": stop_reason, "error": error[:10_000]}
+            fields = {"stop_reason": stop_reason, "error": error}
             if not run_transition_if_current(run, target, actor=actor, **fields):
                 continue  # a cancel request moved the run meanwhile: re-read and finish from there
             data = _ending_data(run, target, stop_reason, error)

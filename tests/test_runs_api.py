@@ -7,9 +7,10 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from sessions.models import Message, Run, RunEvent, Session, Step
+from sessions.run_end import run_finish
 from sessions.tasks import execute_run
 from tests.conftest import Cast
-from tests.factories import make_agent
+from tests.factories import make_agent, make_run
 from tests.fake_model_server import FakeModelServer, Turn
 
 pytestmark = pytest.mark.django_db
@@ -468,3 +469,14 @@ def test_a_model_answer_postgresql_could_not_store_completes_with_a_replacement_
     assert call.input["arguments"] == {"expression": "6*7\ufffd"}
     deltas = RunEvent.objects.filter(run_id=run["id"], type="text.delta").order_by("seq")
     assert "".join(event.data["text"] for event in deltas) == "Let me\ufffd see.Done\ufffd."
+
+
+def test_a_run_error_postgresql_could_not_store_is_kept_with_a_replacement_character(cast: Cast) -> None:
+    run = make_run(agent=make_agent(tenant=cast.tenant_a), user=cast.bob)
+
+    run_finish(run, status="failed", stop_reason="error", error="RuntimeError: boom\x00")
+
+    run.refresh_from_db()
+    assert (run.status, run.error) == ("failed", "RuntimeError: boom\ufffd")
+    failed = RunEvent.objects.get(run_id=run.pk, type="run.failed")
+    assert failed.data["error"] == "RuntimeError: boom\ufffd"
