@@ -1,7 +1,8 @@
 """Pages resolve who is asking once: the signed-in user's actor in their active tenant.
 
 ``page`` wraps every page view: it sends anonymous visitors to the sign-in page, refuses
-users without a tenant or with too small a role, and renders the site's own 403 and 404
+users without a tenant or with too small a role, refuses parameters no field accepts (a NUL,
+which PostgreSQL refuses even in a search) with a 400, and renders the site's own 403 and 404
 pages for refusals and for objects that are missing or belong to another tenant.
 """
 
@@ -14,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from core.storable import UNSTORABLE
 from tenants.actors import Actor, actor_from_request
 from tenants.models import Role
 
@@ -48,6 +50,8 @@ def page(*, role: str = Role.VIEWER) -> Callable[[PageView[P]], Callable[..., Ht
             actor = actor_from_request(request)
             if actor is None:
                 return render_page(request, None, "web/no_tenant.html", status=403)
+            if has_unstorable_parameter(request):
+                return render_error(request, 400, UNSTORABLE_PARAMETER)
             try:
                 if not actor.can(role):
                     raise PermissionDenied(f"This page needs the {role} role or higher.")
@@ -60,6 +64,18 @@ def page(*, role: str = Role.VIEWER) -> Callable[[PageView[P]], Callable[..., Ht
         return wrapped
 
     return decorate
+
+
+UNSTORABLE_PARAMETER = "The request holds a null character, which no field accepts."
+
+
+def has_unstorable_parameter(request: HttpRequest) -> bool:
+    return any(
+        UNSTORABLE.search(text)
+        for parameters in (request.GET, request.POST)
+        for name, values in parameters.lists()
+        for text in (name, *values)
+    )
 
 
 def require_role(actor: Actor, role: str) -> None:
