@@ -121,8 +121,13 @@ def test_an_approval_without_edits_records_none(
             {"arguments": {"expression": "6*8"}},
             {"arguments": ["This tool's arguments cannot be edited at approval."]},
         ),
+        (
+            ["calculator"],
+            {"arguments": {"expression": "6*8\x00"}},
+            {"arguments": ["Must not contain null characters or unpaired surrogates."]},
+        ),
     ],
-    ids=["schema", "type", "not an object", "with a denial", "not editable"],
+    ids=["schema", "type", "not an object", "with a denial", "not editable", "a null character"],
 )
 def test_bad_edits_are_400_with_a_field_message_and_change_nothing(
     cast: Cast,
