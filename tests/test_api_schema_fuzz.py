@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from hypothesis import HealthCheck
@@ -22,19 +21,11 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.core.parameters import ParameterLocation
 
 from audit.models import AuditEntry
-from billing.services import budget_create, credits_grant
 from config.wsgi import application
-from files.models import FilePurpose
-from files.services import file_upload, knowledge_base_create
-from mcp_servers.services import mcp_server_create
-from memory.services import memory_create
-from sessions.services import session_create, session_post_message
-from tenants.actors import actor_for_user
-from tenants.provider_keys.services import provider_key_create
 from tests.conftest import Cast
-from tests.factories import make_agent, make_api_key
+from tests.factories import make_api_key
 from tests.fake_model_server import FakeModelServer
-from tools.services import http_tool_create
+from tests.tenant_objects import make_one_of_each
 
 MAX_EXAMPLES = 10
 IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
@@ -129,41 +120,23 @@ def in_process_requests(db: None) -> Iterator[None]:
 def tenant_objects(cast: Cast, in_process_requests: None, fake_model: FakeModelServer) -> dict[str, str]:
     """Tenant A's objects, by the path prefix whose ``{id}`` names one (a provider key's test
     call goes to the fake model server, the platform's base URL here)."""
-    actor = actor_for_user(cast.alice, preferred_tenant_id=None)
-    agent = make_agent(tenant=cast.tenant_a)
-    session = session_create(actor=actor, agent=agent, title="fuzzed")
-    run = session_post_message(actor=actor, session=session, content="hello").run
-    memory = memory_create(actor=actor, agent=agent, content="likes tea")
-    tool = http_tool_create(actor=actor, name="lookup", url_template="https://api.example.com/{q}")
-    server = mcp_server_create(
-        actor=actor, name="docs", transport="streamable_http", url="https://mcp.example.com/mcp"
-    )
-    provider_key = provider_key_create(actor=actor, provider="anthropic", api_key="sk-ant-fuzzed-key")
-    ledger_entry = credits_grant(tenant=cast.tenant_a, amount_micros=1_000_000, granted_by=cast.alice)
-    budget = budget_create(actor=actor, scope="agent", agent_id=agent.pk, monthly_limit="5")
-    knowledge_base = knowledge_base_create(actor=actor, name="Handbook", agent_ids=[agent.pk])
-    attached = file_upload(
-        actor=actor,
-        upload=SimpleUploadedFile("notes.md", b"# Notes\nTea at four."),
-        purpose=FilePurpose.ATTACHMENT,
-        session=session,
-    )
+    objects = make_one_of_each(cast)
     audit_entry = AuditEntry.objects.filter(tenant=cast.tenant_a).first()
     assert audit_entry is not None  # the writes above recorded theirs
     return {
-        "credits": str(ledger_entry.pk),
-        "budgets": str(budget.pk),
+        "credits": str(objects.ledger_entry.pk),
+        "budgets": str(objects.budget.pk),
         "key": make_api_key(tenant=cast.tenant_a, user=cast.alice),
-        "provider-keys": str(provider_key.pk),
-        "agents": str(agent.pk),
-        "sessions": str(session.pk),
-        "runs": str(run.pk),
-        "memories": str(memory.pk),
-        "tools": str(tool.pk),
-        "mcp-servers": str(server.pk),
+        "provider-keys": str(objects.provider_key.pk),
+        "agents": str(objects.agent.pk),
+        "sessions": str(objects.session.pk),
+        "runs": str(objects.run.pk),
+        "memories": str(objects.memory.pk),
+        "tools": str(objects.tool.pk),
+        "mcp-servers": str(objects.server.pk),
         "audit": str(audit_entry.pk),
-        "files": str(attached.pk),
-        "knowledge-bases": str(knowledge_base.pk),
+        "files": str(objects.attachment.pk),
+        "knowledge-bases": str(objects.knowledge_base.pk),
     }
 
 

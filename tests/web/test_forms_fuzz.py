@@ -12,17 +12,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from billing.services import budget_create, credits_grant
-from files.models import FilePurpose
-from files.services import file_upload, knowledge_base_create, knowledge_document_add
-from mcp_servers.services import mcp_server_create
-from memory.services import memory_create
-from sessions.services import session_create, session_post_message
-from tenants.actors import actor_for_user
-from tenants.provider_keys.services import provider_key_create
 from tests.conftest import Cast
-from tests.factories import make_agent
-from tools.services import http_tool_create
+from tests.tenant_objects import make_one_of_each
 
 pytestmark = pytest.mark.django_db
 
@@ -120,23 +111,9 @@ def _sent_fields(fields: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def pages(cast: Cast, fake_model: Any) -> list[str]:
-    actor = actor_for_user(cast.alice, preferred_tenant_id=None)
-    agent = make_agent(tenant=cast.tenant_a, model_provider="anthropic")
-    session = session_create(actor=actor, agent=agent, title="fuzzed")
-    run = session_post_message(actor=actor, session=session, content="hello").run
-    memory = memory_create(actor=actor, agent=agent, content="likes tea")
-    tool = http_tool_create(actor=actor, name="lookup", url_template="https://api.example.com/{q}")
-    server = mcp_server_create(
-        actor=actor, name="docs", transport="streamable_http", url="https://mcp.example.com/mcp"
-    )
-    provider_key_create(actor=actor, provider="anthropic", api_key="sk-ant-fuzzed-key")
-    credits_grant(tenant=cast.tenant_a, amount_micros=1_000_000, granted_by=cast.alice)
-    budget_create(actor=actor, scope="agent", agent_id=agent.pk, monthly_limit="5")
-    knowledge_base = knowledge_base_create(actor=actor, name="Handbook", agent_ids=[agent.pk])
-    document = SimpleUploadedFile("doc.md", b"# Doc\nTea.")
-    knowledge_document_add(actor=actor, knowledge_base=knowledge_base, upload=document)
-    attachment = SimpleUploadedFile("notes.md", b"# Notes")
-    file_upload(actor=actor, upload=attachment, purpose=FilePurpose.ATTACHMENT, session=session)
+    objects = make_one_of_each(cast, model_provider="anthropic")
+    agent, session, run, memory = objects.agent, objects.session, objects.run, objects.memory
+    tool, server, knowledge_base = objects.tool, objects.server, objects.knowledge_base
     message = session.messages.order_by("created_at").first()
     assert message is not None
     return [
