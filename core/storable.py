@@ -12,10 +12,16 @@ from typing import Any
 
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
+# What people are told when they send such a character in a free-form JSON value.
+UNSTORABLE_RULE = "Must not contain null characters or unpaired surrogates."
 
 
 def storable_text(text: str) -> str:
     return UNSTORABLE.sub(REPLACEMENT, text)
+
+
+def is_storable(value: Any) -> bool:
+    return storable(value) == value
 
 
 def storable(value: Any) -> Any:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from agents.runtime.types import ApprovalCheck, ToolCallRequested
 from core.redaction import redact_secrets
-from core.storable import storable
+from core.storable import UNSTORABLE_RULE, is_storable
 from sessions.events import emit_event
 from sessions.models import (
     ApprovalStatus,
@@ -218,8 +218,8 @@ def approval_argument_errors(approval: ToolApproval, arguments: Any) -> list[str
         return ["This tool's arguments cannot be edited at approval."]
     if not isinstance(arguments, dict):
         return ["Give the arguments as a JSON object."]
-    if storable(arguments) != arguments:  # PostgreSQL would refuse to store them
-        return ["Must not contain null characters or unpaired surrogates."]
+    if not is_storable(arguments):
+        return [UNSTORABLE_RULE]
     tool = toolset_for_run(approval.run).tools.get(approval.tool_name)
     if tool is None:
         return ["This tool is no longer available."]

@@ -11,7 +11,7 @@ from agents.models import Agent
 from audit.models import AuditAction
 from audit.services import audit_record, audit_values
 from core.http_headers import HEADER_NAME_PATTERN, HEADER_NAME_RULE, header_values_problem
-from core.storable import storable
+from core.storable import UNSTORABLE_RULE, is_storable
 from tenants.actors import Actor
 from tools.models import TOOL_NAME_REGEX, AgentTool, Tool, ToolKind, ToolPolicy, ToolProfile
 
@@ -68,8 +68,8 @@ def _validate_tool(tool: Tool) -> None:
 
 
 def _input_schema_problem(schema: Any) -> str:
-    if storable(schema) != schema:  # PostgreSQL would refuse to store it
-        return "Must not contain null characters or unpaired surrogates."
+    if not is_storable(schema):
+        return UNSTORABLE_RULE
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as error:
