@@ -35,9 +35,13 @@ def runs_on_path(tree: ConversationTree, path: list[UUID], runs: Iterable[Run]) 
     return shown
 
 
-def attach_branches(turns: list["Turn"], tree: ConversationTree, messages: list[Message]) -> None:
-    """Each user turn's siblings, and each answer's (the answer's first message's siblings)."""
+def attach_branches(
+    turns: list["Turn"], tree: ConversationTree, messages: list[Message], lane: Iterable[Run]
+) -> None:
+    """Each user turn's siblings, and each answer's (the answer's first message's siblings, then
+    an answer of the same message still coming, which showing its message shows)."""
     infos = branch_infos(tree, (message.pk for message in messages))
+    coming = _answers_coming(tree, lane)
     first_of_run: dict[Any, UUID] = {}
     for message in messages:
         if message.role != MessageRole.USER and message.run_id is not None:
@@ -46,7 +50,30 @@ def attach_branches(turns: list["Turn"], tree: ConversationTree, messages: list[
         if turn.role == "user" and turn.message is not None:
             turn.branch = infos.get(turn.message.pk)
         elif turn.run is not None and turn.run.pk in first_of_run:
-            turn.branch = infos[first_of_run[turn.run.pk]]
+            info = infos[first_of_run[turn.run.pk]]
+            if info.parent_id is not None and info.parent_id in coming:
+                info = _with_answer_coming(info, info.parent_id)
+            turn.branch = info
+
+
+def _answers_coming(tree: ConversationTree, lane: Iterable[Run]) -> set[UUID]:
+    """User messages answered again by a run in the lane that has stored no message yet."""
+    return {
+        run.user_message_id
+        for run in lane
+        if run.parent_run_id is None
+        and run.user_message_id in tree.nodes
+        and all(child.run_id != run.pk for child in tree.children(run.user_message_id))
+    }
+
+
+def _with_answer_coming(info: BranchInfo, answered: UUID) -> BranchInfo:
+    return BranchInfo(
+        parent_id=answered,
+        branch_index=info.branch_index,
+        branch_count=info.branch_count + 1,
+        sibling_ids=[*info.sibling_ids, answered],
+    )
 
 
 def pending_answer_branch(tree: ConversationTree, user_message_id: UUID, run: Run) -> BranchInfo | None:

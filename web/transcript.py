@@ -303,7 +303,7 @@ def chat_transcript(*, actor: Actor, session: Session) -> ChatTranscript:
     messages = messages_in_order(path)
     on_path = runs_on_path(tree, path, settled.values())
     turns = build_turns(messages, {pk: run for pk, run in settled.items() if pk in on_path}, approvals)
-    attach_branches(turns, tree, messages)
+    attach_branches(turns, tree, messages, lane)
     attach_children(turns, settled_children, approvals)
     attach_citations(turns, messages)
     attach_questions(turns, list(settled.values()))

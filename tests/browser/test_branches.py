@@ -149,3 +149,32 @@ def test_messages_sent_on_the_page_can_be_edited_without_a_reload(
         ("assistant", "Where to?"),
         ("user", "Paris, please."),
     ]
+
+
+def test_switch_back_while_the_regenerated_answer_is_still_coming_and_forth_again(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(
+        tenant=cast.tenant_a, name="Facts", model_provider="anthropic", model_name="test-model"
+    )
+    fake_model.script(
+        Turn(text="Honey never spoils."),
+        Turn(text="Octopuses have three hearts.", chunk_size=4, chunk_delay=0.6),
+    )
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+    send(page, "Tell me a fact.")
+    expect(last_answer(page).locator(".part-text")).to_have_text("Honey never spoils.")
+    last_answer(page).get_by_role("button", name="Regenerate").click()
+    expect(position_of(last_answer(page))).to_have_text("2/2")
+    expect(last_answer(page).locator(".part-text")).to_contain_text("Octo")
+
+    last_answer(page).get_by_role("button", name="Previous branch").click()
+
+    expect(position_of(last_answer(page))).to_have_text("1/2")
+    expect(last_answer(page).locator(".part-text")).to_have_text("Honey never spoils.")
+    expect(page.locator(".turn-assistant")).to_have_count(1)
+    last_answer(page).get_by_role("button", name="Next branch").click()
+    expect(position_of(last_answer(page))).to_have_text("2/2")
+    expect(last_answer(page).locator(".part-text")).to_have_text("Octopuses have three hearts.")
+    expect(page.locator(".turn-assistant")).to_have_count(1)

@@ -83,8 +83,12 @@ def test_a_run_answering_on_another_branch_is_followed_but_not_shown(
     body = page_of(cast, session_id)
 
     assert "First answer" in body
-    # The regenerate has no message yet: the answer shown has no sibling so far.
-    assert "data-branch-position" not in body
+    # The regenerate has no message yet: it counts as the answer after the one shown, and the way
+    # to it is its question, whose newest answer is the one coming.
+    assert '<span class="branch-position" data-branch-position>1/2</span>' in body
+    assert 'aria-label="Previous branch" title="Previous branch" disabled' in body
+    question = str(Message.objects.get(pk=answer_id(first["run"]["id"])).parent_id)
+    assert f'aria-label="Next branch" title="Next branch" data-branch-target="{question}"' in body
     assert f'id="run-{pending}"' not in body
     config: dict[str, Any] = chat_config(body)
     assert config["offBranchRunIds"] == [pending]
