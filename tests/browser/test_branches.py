@@ -27,19 +27,23 @@ def position_of(turn: Any) -> Any:
     return turn.locator("[data-branch-position]")
 
 
-def test_regenerate_an_answer_and_browse_between_the_two(
-    page: Page, cast: Cast, fake_model: FakeModelServer
-) -> None:
+def ask_for_a_fact_then_regenerate(page: Page, cast: Cast, fake_model: FakeModelServer, again: Turn) -> None:
+    """Bob asks for a fact, gets "Honey never spoils." and regenerates it: ``again`` answers."""
     agent = make_agent(
         tenant=cast.tenant_a, name="Facts", model_provider="anthropic", model_name="test-model"
     )
-    fake_model.script(Turn(text="Honey never spoils."), Turn(text="Octopuses have three hearts."))
+    fake_model.script(Turn(text="Honey never spoils."), again)
     sign_in(page, "bob@a.test", "bob-password")
     open_chat(page, agent)
     send(page, "Tell me a fact.")
     expect(last_answer(page).locator(".part-text")).to_have_text("Honey never spoils.")
-
     last_answer(page).get_by_role("button", name="Regenerate").click()
+
+
+def test_regenerate_an_answer_and_browse_between_the_two(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    ask_for_a_fact_then_regenerate(page, cast, fake_model, Turn(text="Octopuses have three hearts."))
 
     expect(position_of(last_answer(page))).to_have_text("2/2")
     expect(last_answer(page).locator(".part-text")).to_have_text("Octopuses have three hearts.")
@@ -154,18 +158,9 @@ def test_messages_sent_on_the_page_can_be_edited_without_a_reload(
 def test_switch_back_while_the_regenerated_answer_is_still_coming_and_forth_again(
     page: Page, cast: Cast, fake_model: FakeModelServer
 ) -> None:
-    agent = make_agent(
-        tenant=cast.tenant_a, name="Facts", model_provider="anthropic", model_name="test-model"
-    )
-    fake_model.script(
-        Turn(text="Honey never spoils."),
-        Turn(text="Octopuses have three hearts.", chunk_size=4, chunk_delay=0.6),
-    )
-    sign_in(page, "bob@a.test", "bob-password")
-    open_chat(page, agent)
-    send(page, "Tell me a fact.")
-    expect(last_answer(page).locator(".part-text")).to_have_text("Honey never spoils.")
-    last_answer(page).get_by_role("button", name="Regenerate").click()
+    # Streamed slowly: the regenerated answer is still coming while Bob switches back to the first.
+    slowly = Turn(text="Octopuses have three hearts.", chunk_size=4, chunk_delay=0.6)
+    ask_for_a_fact_then_regenerate(page, cast, fake_model, slowly)
     expect(position_of(last_answer(page))).to_have_text("2/2")
     expect(last_answer(page).locator(".part-text")).to_contain_text("Octo")
 
