@@ -162,7 +162,19 @@ def open_chat(page: Page, agent: Agent) -> None:
     page.goto(f"/chat/?agent={agent.pk}")
     page.get_by_role("button", name="Start chat").click()
     page.wait_for_url("**/chat/*/")
+    expect_live(page)
+
+
+def expect_live(page: Page) -> None:
+    """The chat's script has started and its socket is open. Its buttons (Edit, Regenerate, the
+    branch arrows, a question's answer) do nothing until the script listens, so a test that clicks
+    one on a page just loaded waits for this first, also on the page a branch action reloads."""
     expect(page.locator("[data-connection='live']")).to_be_visible()
+
+
+def reload_chat(page: Page) -> None:
+    page.reload()
+    expect_live(page)
 
 
 def send(page: Page, text: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from playwright.sync_api import Page, expect
 
 from sessions.models import Run, ToolApproval, UserQuestion
-from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, send, shoot, sign_in
+from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, reload_chat, send, shoot, sign_in
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -79,7 +79,7 @@ def test_a_question_is_still_answerable_after_a_reload(
     expect(last_answer(page).locator("[data-slot=question-text]")).to_have_text("What is your budget?")
     wait_until(lambda: Run.objects.filter(session__agent=agent, status="awaiting_input").exists(), timeout=10)
 
-    page.reload()
+    reload_chat(page)
     card = last_answer(page).locator(".tool-card")
     expect(card.locator("[data-slot=question-text]")).to_have_text("What is your budget?")
     expect(page.locator("[data-run-label]")).to_have_text("Waiting for your answer")

@@ -7,7 +7,16 @@ from typing import Any
 from playwright.sync_api import Page, expect
 
 from sessions.models import Session
-from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, send, shoot, sign_in
+from tests.browser.conftest import (
+    BROWSER_MARKS,
+    expect_live,
+    last_answer,
+    open_chat,
+    reload_chat,
+    send,
+    shoot,
+    sign_in,
+)
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, RecordedRequest, Turn
@@ -51,11 +60,12 @@ def test_regenerate_an_answer_and_browse_between_the_two(
     assert [sent(request) for request in fake_model.requests] == [[("user", "Tell me a fact.")]] * 2
     expect(last_answer(page).get_by_role("button", name="Next branch")).to_be_disabled()
 
+    expect_live(page)
     last_answer(page).get_by_role("button", name="Previous branch").click()
 
     expect(position_of(last_answer(page))).to_have_text("1/2")
     expect(last_answer(page).locator(".part-text")).to_have_text("Honey never spoils.")
-    page.reload()
+    reload_chat(page)
     expect(position_of(last_answer(page))).to_have_text("1/2")
     expect(last_answer(page).locator(".part-text")).to_have_text("Honey never spoils.")
     expect(last_answer(page).get_by_role("button", name="Previous branch")).to_be_disabled()
@@ -79,7 +89,7 @@ def test_edit_a_message_and_send_it_again_then_switch_branches_across_a_reload(
     expect(last_answer(page).locator(".part-text")).to_have_text("Where to?")
     send(page, "Rome, please.")
     expect(last_answer(page).locator(".part-text")).to_have_text("Rome is lovely in May.")
-    page.reload()
+    reload_chat(page)
     question = page.locator(".turn-user").nth(1)
 
     question.get_by_role("button", name="Edit").click()
@@ -104,12 +114,13 @@ def test_edit_a_message_and_send_it_again_then_switch_branches_across_a_reload(
         ("user", "Paris, please."),
     ]
 
+    expect_live(page)
     page.locator(".turn-user").nth(1).get_by_role("button", name="Previous branch").click()
 
     expect(position_of(page.locator(".turn-user").nth(1))).to_have_text("1/2")
     expect(page.locator(".turn-user .bubble")).to_have_text(["Plan a trip.", "Rome, please."])
     expect(last_answer(page).locator(".part-text")).to_have_text("Rome is lovely in May.")
-    page.reload()
+    reload_chat(page)
     expect(position_of(page.locator(".turn-user").nth(1))).to_have_text("1/2")
     expect(page.locator(".turn-user .bubble")).to_have_text(["Plan a trip.", "Rome, please."])
     expect(page.locator(".turn-assistant .part-text")).to_have_text(["Where to?", "Rome is lovely in May."])
@@ -164,11 +175,13 @@ def test_switch_back_while_the_regenerated_answer_is_still_coming_and_forth_agai
     expect(position_of(last_answer(page))).to_have_text("2/2")
     expect(last_answer(page).locator(".part-text")).to_contain_text("Octo")
 
+    expect_live(page)
     last_answer(page).get_by_role("button", name="Previous branch").click()
 
     expect(position_of(last_answer(page))).to_have_text("1/2")
     expect(last_answer(page).locator(".part-text")).to_have_text("Honey never spoils.")
     expect(page.locator(".turn-assistant")).to_have_count(1)
+    expect_live(page)
     last_answer(page).get_by_role("button", name="Next branch").click()
     expect(position_of(last_answer(page))).to_have_text("2/2")
     expect(last_answer(page).locator(".part-text")).to_have_text("Octopuses have three hearts.")

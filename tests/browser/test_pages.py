@@ -25,6 +25,7 @@ from tests.browser.conftest import (
     SLOW_TEXT,
     last_answer,
     open_chat,
+    reload_chat,
     send,
     shoot,
     sign_in,
@@ -658,7 +659,7 @@ def test_an_answer_cites_the_handbook_and_its_source_opens_the_passage(
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
 
-    page.reload()
+    reload_chat(page)
     chip = last_answer(page).get_by_role("button", name="[1] estate-handbook.pdf · p. 2")
     chip.focus()
     page.keyboard.press("Enter")

@@ -92,3 +92,21 @@ def test_a_run_answering_on_another_branch_is_followed_but_not_shown(
     assert f'id="run-{pending}"' not in body
     config: dict[str, Any] = chat_config(body)
     assert config["offBranchRunIds"] == [pending]
+
+
+def test_the_way_forward_from_an_earlier_answer_shows_the_answer_still_coming(
+    cast: Cast, bob_api: APIClient, fake_model: FakeModelServer, session_id: str
+) -> None:
+    first = ask(bob_api, fake_model, session_id, "Q1", "First answer")
+    pending = bob_api.post(f"/api/v1/runs/{first['run']['id']}/regenerate/").json()["run"]["id"]
+    question = str(Message.objects.get(pk=answer_id(first["run"]["id"])).parent_id)
+    branch = f"/api/v1/sessions/{session_id}/branch/"
+    bob_api.post(branch, {"message_id": answer_id(first["run"]["id"])}, format="json")
+
+    assert bob_api.post(branch, {"message_id": question}, format="json").status_code == 200
+
+    body = page_of(cast, session_id)
+    shell = body[body.index(f'id="run-{pending}"') :]
+    assert shell.index("2/2") < shell.index("</article>")
+    assert "First answer" not in body
+    assert chat_config(body)["offBranchRunIds"] == []
