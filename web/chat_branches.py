@@ -38,8 +38,8 @@ def runs_on_path(tree: ConversationTree, path: list[UUID], runs: Iterable[Run]) 
 def attach_branches(
     turns: list["Turn"], tree: ConversationTree, messages: list[Message], lane: Iterable[Run]
 ) -> None:
-    """Each user turn's siblings, and each answer's (the answer's first message's siblings, then
-    an answer of the same message still coming, which showing its message shows)."""
+    """Each user turn's siblings, and each answer's: the answer's first message's siblings, then
+    an answer of the same question still coming (a regenerate that has no message yet)."""
     infos = branch_infos(tree, (message.pk for message in messages))
     coming = _answers_coming(tree, lane)
     first_of_run: dict[Any, UUID] = {}
@@ -68,6 +68,8 @@ def _answers_coming(tree: ConversationTree, lane: Iterable[Run]) -> set[UUID]:
 
 
 def _with_answer_coming(info: BranchInfo, answered: UUID) -> BranchInfo:
+    """``info`` with the answer still coming as the last sibling. It has no message yet, so its
+    question stands in: the branch shown through the question ends at its newest answer."""
     return BranchInfo(
         parent_id=answered,
         branch_index=info.branch_index,
