@@ -115,10 +115,11 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
     # before 1.21).
     if env_bool("DATABASE_PREPARED_STATEMENTS", True):
         DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=1)
-    # Requests (one thread each under ASGI) and runs (many threads per worker, sessions.run_host)
-    # borrow a connection from a per-process psycopg pool and give it back when they are done
-    # or about to wait, so connections stay bounded however many run at once. A process that
-    # forks (the django-q2 cluster) turns it off: a pool's sockets and threads must not cross it.
+    # Requests (the server's pool of SERVER_THREADS, core.http_application) and runs (many
+    # threads per worker, sessions.run_host) borrow a connection from a per-process psycopg pool
+    # and give it back when they are done or about to wait, so connections stay bounded however
+    # many run at once. A process that forks (the django-q2 cluster) turns it off: a pool's
+    # sockets and threads must not cross it.
     if env_bool("DATABASE_POOL", True):
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
@@ -217,6 +218,11 @@ else:
     Q_CLUSTER["orm"] = "default"
 
 # --- Auth, API -------------------------------------------------------------------------
+# Threads of a server process that run requests' views (core.http_application): as many as its
+# database pool holds connections, so a request that has a thread rarely waits for a connection.
+SERVER_THREADS = env_int("SERVER_THREADS", 16)
+if SERVER_THREADS < 1:
+    raise ImproperlyConfigured(f"SERVER_THREADS must be 1 or more, got {SERVER_THREADS}")
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
