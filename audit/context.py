@@ -3,8 +3,8 @@
 The interfaces know it (a browser or admin request, an API key) and the services that
 write do not take a request, so it travels beside the call in a ``ContextVar``: the
 middleware sets it for every request and clears it at the end, the API-key authentication
-narrows it to the key. A context variable is local to a thread and to an asyncio task, and
-asgiref's ``sync_to_async`` carries it into the thread that runs a sync view. Writes
+narrows it to the key. A context variable is local to a thread and to an asyncio task, and a
+request's middleware and view run in one context (``core.http_application``). Writes
 outside a request (management commands, django-q2 tasks) find none and record ``system``.
 """
 
