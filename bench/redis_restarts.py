@@ -41,6 +41,7 @@ from bench.common import BenchError, BenchStack, StackOptions, free_port, git_co
 from tests.redis_server import PrivateRedis
 
 SERVICE_UNAVAILABLE_CODE = "service_unavailable"
+KEEPALIVE_EXPIRY_SECONDS = 4.0
 READINESS_TIMEOUT_SECONDS = 60.0
 BURST_TIMEOUT_SECONDS = 600.0
 PHASES = ("baseline", "before", "outage", "recovering", "after recovery")
@@ -75,7 +76,10 @@ class Load:
 
     async def _send_all(self, requests: int) -> None:
         headers = {"Authorization": f"Bearer {self.api_key}"}
-        limits = httpx.Limits(max_connections=self.concurrency)
+        # A connection idle for uvicorn's keep-alive timeout (5 s) is closed by the server; httpx's
+        # own expiry is also 5 s, so a connection idle just under it could be reused as the server
+        # closes it, and the request would fail with no answer. Clients retire them sooner.
+        limits = httpx.Limits(max_connections=self.concurrency, keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS)
         async with httpx.AsyncClient(
             base_url=self.base_url, headers=headers, limits=limits, timeout=60, trust_env=False
         ) as client:
