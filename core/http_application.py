@@ -1,12 +1,12 @@
 """The server's HTTP side: one uvicorn process, two of Django's handlers.
 
-Django's ASGI handler runs every request of sync views and middleware (all of this project's but
+Django's ASGI handler runs each request of sync middleware and views (all of this project's but
 the event streams) on a thread started for that request, and crosses between the event loop and
-that thread several times. In a burst of 200 message posts that cost the server about 10 ms of CPU
-a post and a POST p95 of 2.1 s; Django's WSGI handler on a pool of 16 threads (a2wsgi) answered
-them for 7.7 ms a post and a p95 of 1.5 s (docs/benchmarks.md). So most requests go to the WSGI
-handler on a bounded pool (``SERVER_THREADS``). Three kinds stay with the ASGI handler, which
-holds no thread while it waits on a client:
+that thread several times. In a burst of posts, hundreds of such threads hand the interpreter
+lock around across the cores, and the server spent about a third more CPU a post than Django's
+WSGI handler on a small pool of threads (a2wsgi, docs/benchmarks.md). So most requests go to the
+WSGI handler on a bounded pool (``SERVER_THREADS``). Three kinds stay with the ASGI handler,
+which holds no thread while it waits on a client:
 
 - event streams (SSE, ``Accept: text/event-stream``): they last as long as their client;
 - file downloads: a slow client would hold a pooled thread for the whole file;
