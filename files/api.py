@@ -138,6 +138,8 @@ class FileViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantScoped
         file_delete(actor=self.actor, stored=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    # The server serves paths ending in /download/ through Django's ASGI handler, so a slow
+    # client's download holds none of its pooled threads (core.http_application).
     @extend_schema(summary="Download a file", responses={(200, "*/*"): OpenApiTypes.BINARY})
     @action(detail=True, methods=["get"])
     def download(self, request: Request, pk: str | None = None) -> FileResponse:
