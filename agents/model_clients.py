@@ -13,6 +13,7 @@ from django.conf import settings
 from agents.models import ModelProvider
 from agents.runtime.offline import OfflineModelClient
 from agents.runtime.types import ModelClient, ModelError
+from core.outside_waits import waiting_outside
 from sessions.statements.run_reads import provider_key
 from tenants.models import ProviderKey, Tenant
 from tenants.provider_keys.outbound import BaseUrlRefused, PinnedTransport, check_base_url
@@ -135,7 +136,8 @@ def provider_key_check(*, provider_key: ProviderKey) -> ProviderKeyCheck:
     """Make one cheap call with the key (list the provider's models) and say whether it worked.
 
     The answer is generic: what the provider sent back is never echoed; the server log has
-    the kind of failure and the status.
+    the kind of failure and the status. During a request, raises ``ServerBusy`` when the
+    server's threads for outside waits are taken.
     """
     try:
         access = provider_key_access(provider_key)
@@ -145,7 +147,8 @@ def provider_key_check(*, provider_key: ProviderKey) -> ProviderKeyCheck:
         provider_key.provider, access, max_retries=0, timeout_seconds=PROVIDER_CHECK_TIMEOUT_SECONDS
     )
     try:
-        client.check_access()
+        with waiting_outside():
+            client.check_access()
     except ModelError as error:
         logger.info(
             "provider key %s (%s) of tenant %s failed its check: %s, HTTP status %s",

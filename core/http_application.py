@@ -14,16 +14,21 @@ which holds no thread while it waits on a client:
   length: the ASGI handler spools them to disk, or refuses them as it did before.
 
 Any other body is read whole before the request takes a thread, so a client that sends slowly
-holds none.
+holds none. At most a quarter of the pool may wait on services outside this deployment at once
+(``core.outside_waits``).
 """
 
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
+from a2wsgi.wsgi_typing import Environ, StartResponse
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.core.wsgi import get_wsgi_application
+
+from core.outside_waits import on_pooled_thread, outside_wait_slots
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -38,7 +43,13 @@ class HttpApplication:
         self._asgi_handler: AsgiApplication = get_asgi_application()
         # The WSGI handler returns Django's response, which is its own iterable of bytes.
         wsgi_handler: Any = get_wsgi_application()
-        self._pooled_wsgi_handler: AsgiApplication = WSGIMiddleware(wsgi_handler, workers=threads)
+        outside_waits = threading.BoundedSemaphore(outside_wait_slots(threads))
+
+        def pooled(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+            with on_pooled_thread(outside_waits):
+                return wsgi_handler(environ, start_response)
+
+        self._pooled_wsgi_handler: AsgiApplication = WSGIMiddleware(pooled, workers=threads)
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Any) -> None:
         if stays_with_the_asgi_handler(scope):

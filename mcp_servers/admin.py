@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.admin import TenantScopedAdmin, admin_actor_for_tenant
+from core.api.errors import ServerBusy
 from core.http_headers import header_value_problem
 from mcp_servers.health import mcp_server_check
 from mcp_servers.models import McpServer
@@ -130,7 +131,11 @@ class McpServerAdmin(TenantScopedAdmin):
         for server in queryset:
             if not self.has_change_permission(request, server):
                 continue
-            result = mcp_server_check(server)
+            try:
+                result = mcp_server_check(server)
+            except ServerBusy as busy:
+                self.message_user(request, f"{server.name}: not checked: {busy.detail}", messages.WARNING)
+                continue
             level = messages.SUCCESS if result.health_status == "healthy" else messages.WARNING
             detail = f": {result.error}" if result.error else ""
             self.message_user(request, f"{server.name}: {result.health_status}{detail}", level)

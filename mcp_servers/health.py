@@ -16,6 +16,7 @@ from django_q.models import Schedule
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
+from core.outside_waits import waiting_outside
 from core.tasks import enqueue_task
 from mcp_servers.models import McpHealth, McpServer
 from mcp_servers.results import DiscoveredTool, McpUnavailable
@@ -53,12 +54,14 @@ def mcp_server_check(server: McpServer) -> CheckResult:
     """Connect, initialize, list tools; record health and update the server's tools.
 
     A failed check records ``down`` and the error, and leaves the tools as they were: a
-    server that is briefly away keeps its tools and their assignments.
+    server that is briefly away keeps its tools and their assignments. During a request, raises
+    ``ServerBusy`` with nothing recorded when the server's threads for outside waits are taken.
     """
     try:
         from mcp_servers.client import discover_server_tools  # loads the MCP SDK on first use
 
-        listing = discover_server_tools(server)
+        with waiting_outside():
+            listing = discover_server_tools(server)
     except McpUnavailable as error:
         return _record_down(server, error.message)
     discovered, latency_ms = listing.tools, listing.latency_ms

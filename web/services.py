@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import agent_create, agent_update
+from core.api.errors import ServerBusy
 from mcp_servers.health import mcp_server_check
 from mcp_servers.models import McpServer
 from mcp_servers.services import mcp_server_create, mcp_server_update
@@ -134,15 +135,25 @@ def api_key_create_for_actor(*, actor: Actor, name: str, scope: str, expires_in_
     return created.plaintext
 
 
-def mcp_server_save_and_check(*, actor: Actor, server: McpServer | None, fields: dict[str, Any]) -> McpServer:
-    """Create or update a server, then (if enabled) connect once to record its health and tools."""
+def mcp_server_save_and_check(
+    *, actor: Actor, server: McpServer | None, fields: dict[str, Any]
+) -> tuple[McpServer, bool]:
+    """Create or update a server, then (if enabled) connect once to record its health and tools.
+
+    Also says whether it was checked: not when disabled, nor when the server's threads for outside
+    waits are all taken (``ServerBusy``); the scheduled check reaches it within minutes.
+    """
     if server is None:
         saved = mcp_server_create(actor=actor, **fields)
     else:
         saved = mcp_server_update(actor=actor, server=server, **fields)
-    if saved.is_enabled:
+    if not saved.is_enabled:
+        return saved, False
+    try:
         mcp_server_check(saved)
-    return saved
+    except ServerBusy:
+        return saved, False
+    return saved, True
 
 
 @transaction.atomic

@@ -21,6 +21,17 @@ GENERIC_MESSAGES = {
 }
 
 
+class ServerBusy(exceptions.APIException):
+    """Every one of the server's threads that may wait on a service outside this deployment is
+    waiting (``core.http_application.waiting_outside``): the request can succeed in a moment."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "server_busy"
+    default_detail = "The server is busy waiting on other outside services; try again in a few seconds."
+    # DRF answers it with Retry-After.
+    wait = 5
+
+
 def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "fields": fields or {}}}
 

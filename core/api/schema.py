@@ -49,7 +49,10 @@ COMMON_ERRORS = {
     "403": "Your role does not allow this action.",
     "404": "Not found (also for another tenant's objects).",
     "429": "Too many requests; see Retry-After.",
-    "503": "A service the request needs (Redis) is unreachable; try again shortly.",
+    "503": (
+        "A service the request needs (Redis) is unreachable, or (`server_busy`, with Retry-After) the"
+        " server's threads for waiting on outside services are all waiting; try again shortly."
+    ),
 }
 
 

@@ -4,7 +4,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from mcp_servers.health import mcp_server_check
+from core.api.errors import ServerBusy
+from mcp_servers.health import CheckResult, mcp_server_check
 from mcp_servers.models import McpHealth, McpServer
 from mcp_servers.selectors import mcp_server_get_for_actor, mcp_server_list_for_actor
 from mcp_servers.services import mcp_server_delete
@@ -38,14 +39,16 @@ def _mcp_form_page(request: HttpRequest, actor: Actor, server: McpServer | None)
     form = McpServerForm(request.POST)
     if form.is_valid():
         try:
-            saved = mcp_server_save_and_check(
+            saved, is_checked = mcp_server_save_and_check(
                 actor=actor, server=server, fields=form.server_fields(is_new=server is None)
             )
         except ValidationError as error:
             apply_service_errors(form, error)
         else:
             message = f"MCP server “{saved.name}” saved"
-            if saved.health_status == McpHealth.DOWN:
+            if not is_checked and saved.is_enabled:
+                messages.warning(request, f"{message}, not checked yet: {ServerBusy.default_detail}")
+            elif saved.health_status == McpHealth.DOWN:
                 messages.warning(request, f"{message}, but it is down: {saved.last_error}")
             else:
                 messages.success(request, f"{message}; {saved.tools.count()} tools discovered.")
@@ -67,19 +70,23 @@ def mcp_edit(request: HttpRequest, actor: Actor, server_id: str) -> HttpResponse
 @page(role=Role.ADMIN)
 def mcp_check(request: HttpRequest, actor: Actor, server_id: str) -> HttpResponse:
     server = mcp_server_get_for_actor(actor=actor, server_id=server_id)
-    result = mcp_server_check(server)
-    if result.health_status == McpHealth.DOWN:
-        message, level = f"{server.name} is down: {result.error}", "error"
+    try:
+        result = mcp_server_check(server)
+    except ServerBusy as busy:
+        message, level = f"{server.name} was not checked: {busy.detail}", "error"
     else:
-        message, level = (
-            f"{server.name} is {result.health_status}: {len(result.tool_names)} tools.",
-            "success",
-        )
+        message, level = _check_message(server, result)
     if is_htmx(request):
         response = render_page(request, actor, "web/mcp/_server_row.html", {"server": server})
         return with_toast(response, message, level=level)
     messages.add_message(request, messages.ERROR if level == "error" else messages.SUCCESS, message)
     return redirect("web:mcp-detail", server_id=server.pk)
+
+
+def _check_message(server: McpServer, result: CheckResult) -> tuple[str, str]:
+    if result.health_status == McpHealth.DOWN:
+        return f"{server.name} is down: {result.error}", "error"
+    return f"{server.name} is {result.health_status}: {len(result.tool_names)} tools.", "success"
 
 
 @require_POST

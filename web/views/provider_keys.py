@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agents.model_clients import provider_key_check
+from core.api.errors import ServerBusy
 from tenants.actors import Actor
 from tenants.models import Role
 from tenants.provider_keys.selectors import provider_key_get_for_actor
@@ -40,7 +41,11 @@ def provider_key_save_view(request: HttpRequest, actor: Actor) -> HttpResponse:
 @page(role=Role.ADMIN)
 def provider_key_test_view(request: HttpRequest, actor: Actor, provider_key_id: str) -> HttpResponse:
     provider_key = provider_key_get_for_actor(actor=actor, provider_key_id=provider_key_id)
-    result = provider_key_check(provider_key=provider_key)
+    try:
+        result = provider_key_check(provider_key=provider_key)
+    except ServerBusy as busy:
+        messages.error(request, f"{provider_key.get_provider_display()} key not tested: {busy.detail}")
+        return _back_to_the_keys()
     report = messages.success if result.is_working else messages.error
     report(request, f"{provider_key.get_provider_display()} key: {result.message}")
     return _back_to_the_keys()
