@@ -139,6 +139,11 @@ def provider_key_check(*, provider_key: ProviderKey) -> ProviderKeyCheck:
     the kind of failure and the status. During a request, raises ``ServerBusy`` when the
     server's threads for outside waits are taken.
     """
+    with waiting_outside():  # the key's base URL is resolved, then called
+        return _checked(provider_key)
+
+
+def _checked(provider_key: ProviderKey) -> ProviderKeyCheck:
     try:
         access = provider_key_access(provider_key)
     except ProviderNotConfigured as error:
@@ -147,8 +152,7 @@ def provider_key_check(*, provider_key: ProviderKey) -> ProviderKeyCheck:
         provider_key.provider, access, max_retries=0, timeout_seconds=PROVIDER_CHECK_TIMEOUT_SECONDS
     )
     try:
-        with waiting_outside():
-            client.check_access()
+        client.check_access()
     except ModelError as error:
         logger.info(
             "provider key %s (%s) of tenant %s failed its check: %s, HTTP status %s",

@@ -18,6 +18,9 @@ from core.api.errors import ServerBusy
 # The share of the pool whose thread runs the current request; None off the pool (a task, or a
 # request Django's ASGI handler runs on a thread of its own, which holds no pooled thread).
 _pool_share: ContextVar[threading.BoundedSemaphore | None] = ContextVar("outside_wait_share", default=None)
+# Whether the current request holds a share already: its waits (a name resolved, then a call
+# to it) take one share between them, one after the other.
+_holds_a_share: ContextVar[bool] = ContextVar("holds_an_outside_wait_share", default=False)
 
 
 def outside_wait_slots(threads: int) -> int:
@@ -40,12 +43,14 @@ def waiting_outside() -> Iterator[None]:
     """Around a wait on an outside service; raises ``ServerBusy`` (503) at once when the request
     runs on a pooled thread and its pool's share for such waits is taken."""
     share = _pool_share.get()
-    if share is None:
+    if share is None or _holds_a_share.get():
         yield
         return
     if not share.acquire(blocking=False):
         raise ServerBusy()
+    holding = _holds_a_share.set(True)
     try:
         yield
     finally:
+        _holds_a_share.reset(holding)
         share.release()

@@ -36,15 +36,25 @@ def test_off_the_pool_waits_outside_are_not_counted() -> None:
         pass  # a task, or a request on a thread of its own: nothing to protect
 
 
-def test_on_the_pool_a_wait_beyond_its_share_is_refused_and_a_finished_one_gives_its_share_back() -> None:
+def test_on_the_pool_a_wait_is_refused_while_other_requests_hold_the_share() -> None:
     share = threading.BoundedSemaphore(1)
     with on_pooled_thread(share):
-        with waiting_outside(), pytest.raises(ServerBusy), waiting_outside():
+        share.acquire()  # another request waits outside
+        with pytest.raises(ServerBusy), waiting_outside():
             pass
-        with waiting_outside():  # given back: a later wait gets it (raising ServerBusy fails this)
+        share.release()  # and is done: a later wait gets the share (raising ServerBusy fails this)
+        with waiting_outside():
             pass
-    with waiting_outside(), waiting_outside():  # the request over: off the pool again
+    share.acquire()
+    with waiting_outside():  # this request over: off the pool again, nothing counted
         pass
+
+
+def test_a_requests_waits_one_inside_the_other_take_one_share() -> None:
+    share = threading.BoundedSemaphore(1)
+    with on_pooled_thread(share), waiting_outside(), waiting_outside():  # a name resolved, then called
+        assert share.acquire(blocking=False) is False  # the one share, held once
+    assert share.acquire(blocking=False) is True  # and given back once
 
 
 @pytest.fixture
@@ -94,6 +104,18 @@ def test_the_api_answers_a_key_test_503_without_calling_the_provider(
 
     assert (response.status_code, response.json()["error"]["code"]) == (503, "server_busy")
     assert fake_model.model_list_requests == []
+
+
+@pytest.mark.usefixtures("outside_waits_taken")
+def test_the_api_answers_saving_a_key_with_a_base_url_503_and_stores_nothing(alice_api: APIClient) -> None:
+    response = alice_api.post(
+        "/api/v1/provider-keys/",
+        {"provider": "openai", "api_key": "tenant-key-0123456789", "base_url": "https://llm.example.com/v1"},
+        format="json",
+    )
+
+    assert (response.status_code, response.json()["error"]["code"]) == (503, "server_busy")
+    assert ProviderKey.objects.count() == 0
 
 
 @pytest.mark.usefixtures("outside_waits_taken")

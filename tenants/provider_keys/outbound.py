@@ -7,6 +7,8 @@ operator's and are not checked.
 
 The SDK's connections then go to the checked address (``PinnedTransport``), never to the
 name again: a DNS answer that changes after the check (DNS rebinding) cannot move them.
+Resolving the name waits on the tenant's name server, so during a request it counts among the
+server's outside waits (``core.outside_waits``).
 """
 
 import logging
@@ -15,6 +17,7 @@ import httpx2
 from django.conf import settings
 
 from core.errors import ToolError
+from core.outside_waits import waiting_outside
 from core.ssrf import PrivateHostAllowlist, address_refusal, checked_url, resolve_and_check, system_resolver
 
 logger = logging.getLogger(__name__)
@@ -40,8 +43,10 @@ def check_base_url(url: str) -> str:
     allowlist = PrivateHostAllowlist.parse(getattr(settings, "PROVIDER_ALLOWED_PRIVATE_HOSTS", []))
     try:
         parsed = checked_url(url)
-        # system_resolver is looked up here, at call time, so tests can swap it.
-        addresses = resolve_and_check(url, policy=allowlist.policy_for(url, resolver=system_resolver))
+        # The tenant's name server answers, or not, for as long as the resolver waits.
+        with waiting_outside():
+            # system_resolver is looked up here, at call time, so tests can swap it.
+            addresses = resolve_and_check(url, policy=allowlist.policy_for(url, resolver=system_resolver))
     except ToolError as error:  # core.ssrf's refusals and resolution failures
         logger.info("provider base URL %s refused: %s", url, error)
         raise BaseUrlRefused() from None

@@ -96,3 +96,18 @@ def test_testing_a_key_says_it_was_not_tested_and_calls_no_provider(
 
     assert messages_of(response) == [f"Anthropic key not tested: {ServerBusy.default_detail}"]
     assert fake_model.model_list_requests == []
+
+
+def test_saving_a_key_with_a_base_url_keeps_the_form_and_stores_nothing(
+    world: World, client_for: ClientFor
+) -> None:
+    response = client_for(world.dave).post(
+        "/settings/provider-keys/",
+        {"provider": "openai", "api_key": "page-key-0123456789", "base_url": "https://llm.example.com/v1"},
+    )
+
+    assert response.status_code == 503
+    assert response.context["provider_key_form"].non_field_errors() == [
+        f"Not saved: {ServerBusy.default_detail}"
+    ]
+    assert ProviderKey.objects.count() == 0

@@ -31,6 +31,9 @@ def provider_key_save_view(request: HttpRequest, actor: Actor) -> HttpResponse:
             provider_key = provider_key_save(actor=actor, **form.cleaned_data)
         except ValidationError as error:
             apply_service_errors(form, error)
+        except ServerBusy as busy:  # its base URL's name could not be looked up now
+            form.add_error(None, f"Not saved: {busy.detail}")
+            return render_settings_page(request, actor, forms={"provider_key_form": form}, status=503)
         else:
             messages.success(request, f"{provider_key.get_provider_display()} key saved.")
             return _back_to_the_keys()
