@@ -23,7 +23,7 @@ GENERIC_MESSAGES = {
 
 class ServerBusy(exceptions.APIException):
     """Every one of the server's threads that may wait on a service outside this deployment is
-    waiting (``core.http_application.waiting_outside``): the request can succeed in a moment."""
+    waiting (``core.outside_waits.waiting_outside``): the request can succeed in a moment."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "server_busy"
