@@ -1,5 +1,6 @@
 """The cast: tenant A with alice (owner), bob (member) and victor (viewer); tenant B with carol."""
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from core.outside_waits import on_pooled_thread
 from tenants.models import Role, Tenant
 from tests.factories import make_api_key, make_tenant, make_user
 from tests.fake_model_server import FakeModelServer
@@ -101,3 +103,13 @@ def fake_model(fake_model_server: FakeModelServer, settings: Any) -> Iterator[Fa
     settings.OPENAI_BASE_URL = fake_model_server.openai_base_url
     yield fake_model_server
     fake_model_server.reset()
+
+
+@pytest.fixture
+def outside_waits_taken() -> Iterator[None]:
+    """As a request on a pooled thread while other requests hold the pool's share for outside
+    waits (core.outside_waits): a view that would wait on an outside service answers busy."""
+    share = threading.BoundedSemaphore(1)
+    share.acquire()
+    with on_pooled_thread(share):
+        yield

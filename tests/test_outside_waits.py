@@ -57,15 +57,6 @@ def test_a_requests_waits_one_inside_the_other_take_one_share() -> None:
     assert share.acquire(blocking=False) is True  # and given back once
 
 
-@pytest.fixture
-def outside_waits_taken() -> Iterator[None]:
-    """As a request on a pooled thread while other requests hold the pool's share for outside waits."""
-    share = threading.BoundedSemaphore(1)
-    share.acquire()
-    with on_pooled_thread(share):
-        yield
-
-
 def unchecked_server(cast: Cast) -> McpServer:
     return McpServer.objects.create(
         tenant=cast.tenant_a, name="docs", transport="streamable_http", url="https://mcp.example.com/mcp"

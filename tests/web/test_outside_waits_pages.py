@@ -2,15 +2,13 @@
 a message says what was not done, and nothing is checked."""
 
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.test import Client
 
 from core.api.errors import ServerBusy
-from core.outside_waits import on_pooled_thread
 from mcp_servers.models import McpHealth, McpServer
 from tenants.models import ProviderKey
 from tests.fake_model_server import FakeModelServer
@@ -20,14 +18,6 @@ from web.responses import TOAST_EVENT
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("outside_waits_taken")]
 
 ClientFor = Callable[[Any], Client]
-
-
-@pytest.fixture
-def outside_waits_taken() -> Iterator[None]:
-    share = threading.BoundedSemaphore(1)
-    share.acquire()
-    with on_pooled_thread(share):
-        yield
 
 
 def messages_of(response: Any) -> list[str]:
