@@ -140,8 +140,8 @@ def mcp_server_save_and_check(
 ) -> tuple[McpServer, bool]:
     """Create or update a server, then (if enabled) connect once to record its health and tools.
 
-    Also says whether it was checked: not when disabled, nor when the server's threads for outside
-    waits are all taken (``ServerBusy``); the scheduled check reaches it within minutes.
+    Also says whether the check was put off: the server's threads for outside waits were all
+    taken (``ServerBusy``); the scheduled check reaches it within minutes.
     """
     if server is None:
         saved = mcp_server_create(actor=actor, **fields)
@@ -152,8 +152,8 @@ def mcp_server_save_and_check(
     try:
         mcp_server_check(saved)
     except ServerBusy:
-        return saved, False
-    return saved, True
+        return saved, True
+    return saved, False
 
 
 @transaction.atomic

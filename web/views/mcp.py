@@ -39,14 +39,14 @@ def _mcp_form_page(request: HttpRequest, actor: Actor, server: McpServer | None)
     form = McpServerForm(request.POST)
     if form.is_valid():
         try:
-            saved, is_checked = mcp_server_save_and_check(
+            saved, is_check_put_off = mcp_server_save_and_check(
                 actor=actor, server=server, fields=form.server_fields(is_new=server is None)
             )
         except ValidationError as error:
             apply_service_errors(form, error)
         else:
             message = f"MCP server “{saved.name}” saved"
-            if not is_checked and saved.is_enabled:
+            if is_check_put_off:
                 messages.warning(request, f"{message}, not checked yet: {ServerBusy.default_detail}")
             elif saved.health_status == McpHealth.DOWN:
                 messages.warning(request, f"{message}, but it is down: {saved.last_error}")
