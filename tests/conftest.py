@@ -13,6 +13,8 @@ from core.outside_waits import on_pooled_thread
 from tenants.models import Role, Tenant
 from tests.factories import make_api_key, make_tenant, make_user
 from tests.fake_model_server import FakeModelServer
+from tests.live import free_port
+from tests.redis_server import REDIS_SERVER, PrivateRedis
 
 
 @pytest.fixture(autouse=True)
@@ -113,3 +115,16 @@ def outside_waits_taken() -> Iterator[None]:
     share.acquire()
     with on_pooled_thread(share):
         yield
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A Redis of the test's own (``tests.redis_server``), started and, at the end, stopped."""
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed: the test starts a Redis of its own")
+    server = PrivateRedis(port=free_port(), log_path=tmp_path / "redis.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -134,18 +134,6 @@ def wait_until_readiness_is(stack: LiveStack, *, is_ready: bool) -> dict[str, An
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed: the outage test starts a Redis of its own")
-    server = PrivateRedis(port=free_port(), log_path=tmp_path / "redis.log")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def server_on_private_redis(private_redis: PrivateRedis, tmp_path: Path) -> Iterator[LiveStack]:
     """uvicorn against the test database and the private Redis; a throttle too high to answer 429,
     so every answer but an outage's is exactly 200."""
