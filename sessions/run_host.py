@@ -1,23 +1,23 @@
 """Many runs at once in one worker process.
 
 A run spends nearly all its life waiting on a model or a tool, so a worker process executes
-runs on a bounded thread pool (``RUN_CONCURRENCY``) fed from the run queue, a django-q2 broker
-queue of its own. The process keeps the leases of all its runs with one statement every
-``RUN_LEASE_RENEW_SECONDS`` and looks for cancels and lost leases with one read every
-``RUN_HEARTBEAT_SECONDS``; cancels arrive at once through the channel layer
-(``run_stop_notify``, ``RunStopListener``). A waiting run writes nothing on a timer.
+runs on ``RUN_CONCURRENCY`` threads fed from the run queue, a django-q2 broker queue of its own.
+The process keeps the leases of all its runs with one statement every ``RUN_LEASE_RENEW_SECONDS``
+and looks for cancels and lost leases with one read every ``RUN_HEARTBEAT_SECONDS``; cancels
+arrive at once through the channel layer (``run_stop_notify``, ``RunStopListener``). A waiting
+run writes nothing on a timer.
 """
 
 import asyncio
 import contextlib
 import logging
 import os
+import queue
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
@@ -226,8 +226,17 @@ class RunStopListener:
 TAKEN_AT_ONCE = 16
 
 
+# A run task handed to a run thread: the broker it came from, its ack id and its package.
+Job = tuple[Broker, Any, dict[str, Any]]
+
+
 class RunHost:
-    """Takes runs from the run queue while it has room, and executes each on its own thread."""
+    """Takes runs from the run queue while it has room, and executes each on a thread of its own.
+
+    The run threads start with the host, not with the runs: a pool that starts a thread per
+    task makes the taking thread wait for each new thread to run, which, while hundreds of runs
+    hold the interpreter lock in turn, kept a burst's tasks waiting in the queue after a restart.
+    """
 
     def __init__(self, *, concurrency: int, execute: Callable[..., Any]) -> None:
         self.concurrency = concurrency
@@ -237,7 +246,13 @@ class RunHost:
         self._running_lock = threading.Lock()
         self._all_done = threading.Condition(self._running_lock)
         self._stopping = threading.Event()
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="agentry-run")
+        # As many threads as slots, so a job taken from the queue always has a thread; None tells
+        # a run thread to end.
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._take_jobs, name=f"agentry-run-{index}")
+            for index in range(concurrency)
+        ]
 
     @property
     def running(self) -> int:
@@ -247,6 +262,8 @@ class RunHost:
     def serve(self) -> None:
         """Until ``stop``: wait for a free slot, take the next run task, hand it to a thread."""
         broker = run_queue_broker()
+        for thread in self._threads:
+            thread.start()
         while not self._stopping.is_set():
             if not self._slots.acquire(timeout=0.5):
                 continue  # full: backpressure, the queue waits for us (or for another host)
@@ -294,7 +311,11 @@ class RunHost:
             return
         with self._running_lock:
             self._running += 1
-        self._pool.submit(self._run_task, broker, ack_id, package)
+        self._jobs.put((broker, ack_id, package))
+
+    def _take_jobs(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            self._run_task(*job)
 
     def _run_task(self, broker: Broker, ack_id: Any, package: dict[str, Any]) -> None:
         close_old_connections()
@@ -324,7 +345,8 @@ class RunHost:
         if not self._wait_until_idle(grace_seconds):
             active_runs.request_stop_all("shutdown")
             self._wait_until_idle(hand_back_seconds)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for _thread in self._threads:
+            self._jobs.put(None)  # each run thread ends once its run, if any, has
         return self.running
 
     def _wait_until_idle(self, seconds: float) -> bool:

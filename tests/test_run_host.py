@@ -138,6 +138,11 @@ def test_a_serving_host_executes_each_task_once_and_never_more_than_its_concurre
         serving.join(timeout=10)
 
     assert not serving.is_alive()
+    wait_until(
+        lambda: not any(thread.is_alive() for thread in host._threads),
+        timeout=10,
+        message="run threads to end",
+    )
     assert executed == Counter(run_ids)
     assert running[1] == 4
     assert redis_queue.queue_size() == 0
