@@ -318,8 +318,9 @@ class RunHost:
             self._run_task(*job)
 
     def _run_task(self, broker: Broker, ack_id: Any, package: dict[str, Any]) -> None:
-        close_old_connections()
+        """Execute one run task; whatever fails, its slot is freed and the thread takes the next."""
         try:
+            close_old_connections()
             self._execute(*package.get("args", ()), **package.get("kwargs", {}))
         except Exception:
             logger.exception("run task %s failed", package.get("name"))
@@ -328,7 +329,10 @@ class RunHost:
                 broker.acknowledge(ack_id)
             except Exception:
                 logger.warning("could not acknowledge run task %s", ack_id, exc_info=True)
-            connection.close()
+            try:
+                connection.close()
+            except Exception:  # a broken connection: the pool or the database drops it
+                logger.warning("could not close a run's database connection", exc_info=True)
             with self._running_lock:
                 self._running -= 1
                 self._all_done.notify_all()

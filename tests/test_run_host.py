@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import DatabaseError
 from django_q.brokers.orm import ORM
 from django_q.brokers.redis_broker import Redis as RedisBroker
 from django_q.conf import Conf
@@ -146,3 +147,41 @@ def test_a_serving_host_executes_each_task_once_and_never_more_than_its_concurre
     assert executed == Counter(run_ids)
     assert running[1] == 4
     assert redis_queue.queue_size() == 0
+
+
+class ClosingFails:
+    """A database connection whose first close fails, as a broken one's can."""
+
+    def __init__(self) -> None:
+        self.closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+        if self.closes == 1:
+            raise DatabaseError("server closed the connection unexpectedly")
+
+
+def test_a_task_whose_end_fails_frees_its_slot_for_the_next(
+    redis_queue: RedisBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_host, "run_queue_broker", lambda: redis_queue)
+    closing = ClosingFails()
+    monkeypatch.setattr(run_host, "connection", closing)
+    executed: list[str] = []
+
+    def execute(run_id: str) -> None:
+        executed.append(run_id)
+        raise RuntimeError("the run failed")
+
+    run_ids = enqueue(redis_queue, 2)
+    host = RunHost(concurrency=1, execute=execute)
+    serving = threading.Thread(target=host.serve)
+    serving.start()
+    try:
+        wait_until(lambda: len(executed) == 2, timeout=10, message="both runs to execute")
+    finally:
+        assert host.drain(grace_seconds=10, hand_back_seconds=1) == 0
+        serving.join(timeout=10)
+
+    assert executed == run_ids
+    assert closing.closes == 2
