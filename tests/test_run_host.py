@@ -5,6 +5,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -43,6 +44,22 @@ def redis_queue(private_redis: PrivateRedis, monkeypatch: pytest.MonkeyPatch) ->
 
 def idle_host(concurrency: int) -> RunHost:
     return RunHost(concurrency=concurrency, execute=queued_run)
+
+
+@contextmanager
+def serving(
+    host: RunHost, broker: RedisBroker, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[threading.Thread]:
+    """``host`` serving ``broker``'s queue on a thread of its own; drained, with nothing left
+    running, and joined at the end."""
+    monkeypatch.setattr(run_host, "run_queue_broker", lambda: broker)
+    thread = threading.Thread(target=host.serve)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        assert host.drain(grace_seconds=10, hand_back_seconds=1) == 0
+        thread.join(timeout=10)
 
 
 def test_a_burst_waiting_in_redis_comes_in_one_trip_as_far_as_the_host_has_room(
@@ -109,7 +126,6 @@ def test_the_orm_broker_hands_over_what_it_dequeues() -> None:
 def test_a_serving_host_executes_each_task_once_and_never_more_than_its_concurrency(
     redis_queue: RedisBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(run_host, "run_queue_broker", lambda: redis_queue)
     release = threading.Event()
     lock = threading.Lock()
     executed: Counter[str] = Counter()
@@ -126,19 +142,15 @@ def test_a_serving_host_executes_each_task_once_and_never_more_than_its_concurre
 
     run_ids = enqueue(redis_queue, 10)
     host = RunHost(concurrency=4, execute=execute)
-    serving = threading.Thread(target=host.serve)
-    serving.start()
-    try:
-        wait_until(lambda: running[0] == 4, timeout=10, message="four runs to start")
-        assert redis_queue.queue_size() == 6  # a full host takes nothing more
-        release.set()
+    with serving(host, redis_queue, monkeypatch) as serve_thread:
+        try:
+            wait_until(lambda: running[0] == 4, timeout=10, message="four runs to start")
+            assert redis_queue.queue_size() == 6  # a full host takes nothing more
+        finally:
+            release.set()
         wait_until(lambda: sum(executed.values()) == 10, timeout=10, message="every run to execute")
-    finally:
-        release.set()
-        assert host.drain(grace_seconds=10, hand_back_seconds=1) == 0
-        serving.join(timeout=10)
 
-    assert not serving.is_alive()
+    assert not serve_thread.is_alive()
     wait_until(
         lambda: not any(thread.is_alive() for thread in host._threads),
         timeout=10,
@@ -164,7 +176,6 @@ class ClosingFails:
 def test_a_task_whose_end_fails_frees_its_slot_for_the_next(
     redis_queue: RedisBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(run_host, "run_queue_broker", lambda: redis_queue)
     closing = ClosingFails()
     monkeypatch.setattr(run_host, "connection", closing)
     executed: list[str] = []
@@ -174,14 +185,8 @@ def test_a_task_whose_end_fails_frees_its_slot_for_the_next(
         raise RuntimeError("the run failed")
 
     run_ids = enqueue(redis_queue, 2)
-    host = RunHost(concurrency=1, execute=execute)
-    serving = threading.Thread(target=host.serve)
-    serving.start()
-    try:
+    with serving(RunHost(concurrency=1, execute=execute), redis_queue, monkeypatch):
         wait_until(lambda: len(executed) == 2, timeout=10, message="both runs to execute")
-    finally:
-        assert host.drain(grace_seconds=10, hand_back_seconds=1) == 0
-        serving.join(timeout=10)
 
     assert executed == run_ids
     assert closing.closes == 2
