@@ -4,6 +4,7 @@ The live stack, the browser and the shared steps are in ``tests/browser/conftest
 """
 
 import re
+import time
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -547,6 +548,14 @@ DROP_FILE = """
 """
 
 
+def run_route_handlers_until(page: Page, condition: Any, *, timeout: float = 10.0) -> None:
+    # The sync API runs a route handler only while the test waits on the browser, and the page can show
+    # an upload's progress before its request has reached the handler, so wait on the browser until it has.
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        page.wait_for_timeout(20)
+
+
 def test_files_dropped_or_picked_upload_with_progress_and_go_with_the_message(
     page: Page, cast: Cast, tmp_path: Path, screenshot_dir: Path
 ) -> None:
@@ -572,6 +581,7 @@ def test_files_dropped_or_picked_upload_with_progress_and_go_with_the_message(
     expect(progress).to_have_attribute("aria-valuenow", re.compile(r"^\d{1,3}$"))
     photo_chip = page.locator(".upload-chip", has_text="photo.png")
     expect(photo_chip).to_have_attribute("data-state", "uploading")
+    run_route_handlers_until(page, lambda: len(held) == 1)
     assert len(held) == 1
     held[0].continue_()
     page.unroute("**/api/v1/files/")
