@@ -477,6 +477,16 @@ STORAGES = {
 # The largest upload, and the most one tenant may store in all.
 FILES_MAX_UPLOAD_BYTES = env_int("FILES_MAX_UPLOAD_BYTES", 50 * 1024 * 1024)
 FILES_MAX_TENANT_BYTES = env_int("FILES_MAX_TENANT_BYTES", 2 * 1024 * 1024 * 1024)
+# Each document is extracted in a child process with this budget (files.extraction_process):
+# a document that needs more fails with the reason, and the worker moves on.
+FILES_EXTRACTION_CPU_SECONDS = env_int("FILES_EXTRACTION_CPU_SECONDS", 60)
+FILES_EXTRACTION_WALL_SECONDS = env_float("FILES_EXTRACTION_WALL_SECONDS", 120)
+FILES_EXTRACTION_MEMORY_MB = env_int("FILES_EXTRACTION_MEMORY_MB", 1024)
+if min(FILES_EXTRACTION_CPU_SECONDS, FILES_EXTRACTION_WALL_SECONDS, FILES_EXTRACTION_MEMORY_MB) <= 0:
+    raise ImproperlyConfigured(
+        "FILES_EXTRACTION_CPU_SECONDS, FILES_EXTRACTION_WALL_SECONDS and FILES_EXTRACTION_MEMORY_MB "
+        "must each be more than 0"
+    )
 # A document attached to a message up to this many characters goes into the context whole;
 # a longer one is searched with file_search.
 FILES_INLINE_CHARACTERS = env_int("FILES_INLINE_CHARACTERS", 20_000)

@@ -123,7 +123,10 @@ def store_artifact(context: ToolContext, *, name: str, content: IO[bytes], size:
             },
         )
 
-    return stored_file_save(stored=stored, content=content, in_transaction=announce)
+    try:
+        return stored_file_save(stored=stored, content=content, in_transaction=announce)
+    except FileTooLarge as error:  # another file took the room since _check_room
+        raise ArtifactSkipped(str(error.detail)) from error
 
 
 def store_text_artifact(context: ToolContext, *, name: str, text: str) -> StoredFile:

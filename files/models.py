@@ -81,6 +81,8 @@ class StoredFile(models.Model):
         indexes = [
             models.Index(fields=["tenant", "-created_at"], name="file_tenant_created"),
             models.Index(fields=["status", "created_at"], name="file_status_created"),
+            # When each tenant's last extraction started: the queue's fair order (files.tasks).
+            models.Index(fields=["tenant", "-processing_started_at"], name="file_tenant_started"),
         ]
 
     def __str__(self) -> str:

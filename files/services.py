@@ -29,7 +29,7 @@ from files.models import FilePurpose, FileStatus, KnowledgeBase, KnowledgeDocume
 from files.sniffing import UnsupportedFile, detect_file_content_type, is_image
 from sessions.models import Session
 from tenants.actors import Actor
-from tenants.models import Role
+from tenants.models import Role, Tenant
 
 MAX_NAME_CHARACTERS = 255
 HASH_BLOCK_BYTES = 1024 * 1024
@@ -79,6 +79,10 @@ def check_file_size(*, tenant_id: UUID, size: int) -> None:
     limit = settings.FILES_MAX_UPLOAD_BYTES
     if size > limit:
         raise FileTooLarge(f"The file is {size:,} bytes; the largest upload is {limit:,} bytes.")
+    _check_tenant_room(tenant_id=tenant_id, size=size)
+
+
+def _check_tenant_room(*, tenant_id: UUID, size: int) -> None:
     stored = StoredFile.objects.filter(tenant_id=tenant_id).aggregate(total=Sum("size"))["total"] or 0
     room = settings.FILES_MAX_TENANT_BYTES - stored
     if size > room:
@@ -86,6 +90,13 @@ def check_file_size(*, tenant_id: UUID, size: int) -> None:
             f"This team's files would take {stored + size:,} bytes; the limit is "
             f"{settings.FILES_MAX_TENANT_BYTES:,} bytes. Delete files to make room."
         )
+
+
+def _lock_tenant_file_quota(tenant_id: UUID) -> None:
+    """Held until the commit: one file of a tenant at a time is counted against its room and
+    inserted, so concurrent uploads cannot each see the same room. NO KEY UPDATE leaves the
+    row free for the inserts that only reference the tenant."""
+    Tenant.objects.select_for_update(no_key=True).filter(pk=tenant_id).values_list("id", flat=True).first()
 
 
 def _detected_type(upload: UploadedFile, name: str) -> str:
@@ -133,10 +144,13 @@ def stored_file_save(
     *, stored: StoredFile, content: IO[bytes], in_transaction: Callable[[], None] | None = None
 ) -> StoredFile:
     """Write the bytes to the default storage, then insert the row (with ``in_transaction``'s
-    writes in its transaction); when the insert fails, the bytes are deleted again."""
+    writes in its transaction) if the tenant still has room for it (FileTooLarge otherwise);
+    when the insert fails, the bytes are deleted again."""
     stored.blob.save(stored.name, content if isinstance(content, File) else File(content), save=False)
     try:
         with transaction.atomic():
+            _lock_tenant_file_quota(stored.tenant_id)
+            _check_tenant_room(tenant_id=stored.tenant_id, size=stored.size)
             stored.save(force_insert=True)
             if in_transaction is not None:
                 in_transaction()
@@ -175,7 +189,11 @@ def file_delete(*, actor: Actor, stored: StoredFile) -> None:
         _require_role(actor, Role.ADMIN)
     elif stored.uploaded_by_id != actor.user_id and not actor.can(Role.ADMIN):
         raise PermissionDenied("only who uploaded the file or an admin may delete it")
-    stored.delete()
+    with transaction.atomic():
+        # Locked first, as an extraction locks it to store the file's chunks: either those
+        # chunks are in and go with the file, or the extraction finds the file gone.
+        StoredFile.objects.select_for_update().filter(pk=stored.pk).values_list("id", flat=True).first()
+        stored.delete()
 
 
 def attachments_for_message(*, session: Session, file_ids: Iterable[UUID]) -> list[StoredFile]:

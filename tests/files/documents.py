@@ -7,6 +7,7 @@ import functools
 import io
 import struct
 import zipfile
+import zlib
 
 import docx
 import fpdf
@@ -25,6 +26,44 @@ def pdf_bytes(pages: list[str]) -> bytes:
         document.add_page()
         document.multi_cell(0, 8, text)
     return bytes(document.output())
+
+
+def page_bomb_pdf_bytes(pages: int = 2000, operations_per_page: int = 50_000) -> bytes:
+    """A PDF of about 300 KB whose pages all share one content stream of empty text operations.
+
+    The stream compresses a thousandfold and holds no text, so no size or character limit
+    catches it, yet a text extractor parses it once per page: minutes of CPU for the whole file.
+    """
+    content = zlib.compress(b"BT /F1 12 Tf " + b"0 0 Td () Tj " * operations_per_page + b"ET", 9)
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>"
+    )
+    kids = b" ".join(b"%d 0 R" % (5 + index) for index in range(pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [" + kids + b"] /Count %d >>" % pages,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(content) + content + b"\nendstream",
+        *[page] * pages,
+    ]
+    return _pdf_file(objects)
+
+
+def _pdf_file(objects: list[bytes]) -> bytes:
+    """Objects numbered from 1, with the cross-reference table that locates them."""
+    output = io.BytesIO()
+    output.write(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(output.tell())
+        output.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    table_offset = output.tell()
+    output.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    output.writelines(b"%010d 00000 n \n" % offset for offset in offsets)
+    output.write(b"trailer\n<< /Size %d /Root 1 0 R >>\n" % (len(objects) + 1))
+    output.write(b"startxref\n%d\n%%%%EOF\n" % table_offset)
+    return output.getvalue()
 
 
 def encrypted_pdf_bytes(text: str) -> bytes:

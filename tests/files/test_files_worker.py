@@ -1,5 +1,7 @@
 """The acceptance path with a real worker: documents uploaded over the API are extracted by the
-django-q2 cluster of another process, and a run there cites the page that holds the answer."""
+django-q2 cluster of another process, and a run there cites the page that holds the answer;
+a member's PDF bombs hold that cluster's one worker for no more than their budget, and another
+tenant's document takes its turn between them."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,11 +9,13 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
+from files.models import StoredFile
 from sessions.models import Run, Step
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
-from tests.files.documents import docx_bytes
+from tests.files.documents import docx_bytes, page_bomb_pdf_bytes, pdf_bytes
+from tests.files.test_extraction_limits import attached_file
 from tests.files.test_files_api import (
     ANSWER_SENTENCE,
     add_document,
@@ -74,3 +78,45 @@ def test_uploaded_documents_become_ready_on_the_worker_and_a_run_there_cites_pag
         (1, "estate-handbook.pdf", 14)
     ]
     assert ANSWER_SENTENCE in words(answer["citations"][0]["passage"])
+
+
+@pytest.fixture
+def one_worker_with_a_small_budget(tmp_path: Path) -> Iterator[LiveStack]:
+    """The default deployment's one cluster worker, with a budget small enough for a test."""
+    stack = LiveStack(tmp_path, FILES_EXTRACTION_CPU_SECONDS="2", FILES_EXTRACTION_WALL_SECONDS="15")
+    stack.start_worker(workers=1)
+    yield stack
+    stack.stop()
+
+
+def test_a_members_2000_page_bombs_leave_another_tenants_document_its_turn(
+    cast: Cast, bob_api: APIClient, carol_api: APIClient, one_worker_with_a_small_budget: LiveStack
+) -> None:
+    worker = one_worker_with_a_small_budget
+    bomb = page_bomb_pdf_bytes(pages=2000)
+    bombs = [attached_file(bob_api, cast.tenant_a, f"handbook-{number}.pdf", bomb) for number in (1, 2, 3)]
+    wait_until(
+        lambda: file_status(bob_api, bombs[0]) == "processing",
+        timeout=60,
+        message=f"the worker to take the first bomb\n{worker.logs()}",
+    )
+
+    rota = attached_file(carol_api, cast.tenant_b, "rota.pdf", pdf_bytes(["Roses are watered on Tuesdays."]))
+    wait_until(
+        lambda: file_status(carol_api, rota) == "ready",
+        timeout=40,
+        message=f"carol's document to be extracted between bob's bombs\n{worker.logs()}",
+    )
+
+    rota_done = StoredFile.objects.get(pk=rota).processed_at
+    assert rota_done is not None
+    first = bob_api.get(f"/api/v1/files/{bombs[0]}/").json()
+    assert (first["status"], first["status_reason"]) == (
+        "failed",
+        "the document is too large to extract within the limits: reading it needed more than "
+        "2 seconds of processing; split it into smaller files and upload them again",
+    )
+    later_starts = StoredFile.objects.filter(pk__in=bombs[1:]).values_list("processing_started_at", flat=True)
+    assert [started for started in later_starts if started is not None and started < rota_done] == []
+    for file_id in bombs[1:]:
+        assert bob_api.delete(f"/api/v1/files/{file_id}/").status_code == 204
