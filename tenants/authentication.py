@@ -10,6 +10,7 @@ from audit.context import audit_context_use_api_key
 from sessions.statements.post_reads import api_key_with_creator
 from tenants.api_keys import secret_matches, split_key
 from tenants.models import ApiKey
+from tenants.sign_in_throttle import api_key_failure_record, api_key_wait, client_address
 
 # Writing last_used_at on every request would turn each read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -48,9 +49,17 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         keyword, _, token = header.partition(" ")
         if keyword.lower() != self.keyword:
             return None
-        token = token.strip()
-        api_key = authenticate_api_key(token)
+        # An address that sent too many wrong keys is refused before its key is read: guessing
+        # stops, and a flood of wrong keys costs a cache read each, not a database query.
+        address = client_address(request)
+        wait = api_key_wait(address=address)
+        if wait:
+            raise exceptions.Throttled(
+                wait=wait, detail="Too many requests with a wrong API key from this address."
+            )
+        api_key = authenticate_api_key(token.strip())
         if api_key is None:
+            api_key_failure_record(address=address)
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked API key.")
         audit_context_use_api_key(user=api_key.created_by, api_key_prefix=api_key.prefix)
         return api_key.created_by, api_key

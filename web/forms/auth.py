@@ -1,8 +1,10 @@
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from tenants.sign_in_throttle import ThrottledAuthenticationForm
 
-class EmailAuthenticationForm(AuthenticationForm):
+
+class EmailAuthenticationForm(ThrottledAuthenticationForm):
     """People sign in with their e-mail, which is also their username."""
 
     username = forms.CharField(

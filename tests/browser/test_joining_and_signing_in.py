@@ -1,16 +1,20 @@
-"""Joining by invitation in Chromium: the link's page must post its form as a browser really does.
+"""Joining by invitation and signing in, in Chromium.
 
+The invitation link's page must post its form as a browser really does.
 Django's test client sends no Origin header; Chromium sends one on every form post, and sends
 ``Origin: null`` from a page whose Referrer-Policy is ``no-referrer``, which Django's CSRF check
 refuses. Only a real browser shows whether a person can join.
 """
 
+import re
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tenants.models import Invitation, Membership
+from tenants.sign_in_throttle import sign_in_failures_clear
 from tests.browser.conftest import BROWSER_MARKS, DESKTOP, WAIT_MS, sign_in
 from tests.conftest import Cast
 from tests.live import LiveStack
@@ -90,3 +94,35 @@ def test_an_existing_account_signs_in_from_the_link_and_joins(
     expect(carol.get_by_label("Active tenant")).to_have_value(str(cast.tenant_a.pk))
     assert Membership.objects.get(tenant=cast.tenant_a, user=cast.carol).role == "viewer"
     assert Invitation.objects.get(email="carol@b.test").accepted_by == cast.carol
+
+
+@pytest.fixture
+def failures_forgotten() -> Iterator[None]:
+    """The live server counts in the cache this process shares: leave no lockout to later tests."""
+    yield
+    sign_in_failures_clear(address="127.0.0.1", username="alice@a.test")
+
+
+def test_wrong_passwords_past_the_limit_show_the_lockout_and_refuse_the_right_one(
+    page: Page, cast: Cast, failures_forgotten: None
+) -> None:
+    page.goto("/login/")
+    for attempt in range(settings.SIGN_IN_FAILURE_LIMIT):
+        page.get_by_label("Email").fill("alice@a.test")
+        page.get_by_label("Password").fill(f"guess-{attempt}")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_have_text(
+            "That email and password do not match an account. Check them and try again."
+        )
+
+    page.get_by_label("Email").fill("alice@a.test")
+    page.get_by_label("Password").fill("alice-password")
+    with page.expect_response("**/login/") as answer:
+        page.get_by_role("button", name="Sign in").click()
+
+    expect(page.get_by_role("alert")).to_have_text(
+        re.compile(r"^Too many failed sign-ins\. Wait \d+ minutes?, then try again\.$")
+    )
+    assert answer.value.status == 429
+    page.goto("/")
+    page.wait_for_url("**/login/?next=/")
