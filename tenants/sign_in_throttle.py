@@ -110,7 +110,8 @@ def _wait(limit: FailureLimit, counter: str, now: float) -> int:
 def seconds_until_one_more(
     *, current: int, previous: int, elapsed_fraction: float, limit: int, window_seconds: int
 ) -> int:
-    """0 if one more failure keeps the sliding-window count within ``limit``, else whole seconds until it will.
+    """0 if one more failure keeps the sliding-window count within ``limit``, else whole seconds
+    until it will.
 
     The count is ``previous * (1 - f) + current`` at fraction ``f`` of the current window (as
     ``core.api.throttling``); once this window ends, its ``current`` fades the same way.

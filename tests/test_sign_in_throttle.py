@@ -192,7 +192,8 @@ def test_a_flood_of_wrong_api_keys_gets_429_with_the_error_envelope(
         "error": {
             "code": "throttled",
             "message": (
-                "Too many requests with a wrong API key from this address. Expected available in 1200 seconds."
+                "Too many requests with a wrong API key from this address. "
+                "Expected available in 1200 seconds."
             ),
             "fields": {},
         }

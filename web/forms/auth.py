@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from tenants.email_addresses import email_address_normalize
 from tenants.sign_in_throttle import ThrottledAuthenticationForm
 
 
@@ -19,4 +20,9 @@ class EmailAuthenticationForm(ThrottledAuthenticationForm):
     }
 
     def clean_username(self) -> str:
-        return str(self.cleaned_data["username"]).strip().lower()
+        # Spelled as accounts are kept (tenants.email_addresses), however it was typed.
+        typed = str(self.cleaned_data["username"]).strip().lower()
+        try:
+            return email_address_normalize(typed)
+        except ValueError:
+            return typed
