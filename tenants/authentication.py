@@ -1,3 +1,4 @@
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ from tenants.api_keys import secret_matches, split_key
 from tenants.models import ApiKey
 from tenants.sign_in_throttle import api_key_failure_record, api_key_wait, client_address
 
+TOO_MANY_WRONG_KEYS = "Too many requests with a wrong API key from this address."
 # Writing last_used_at on every request would turn each read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -37,6 +39,29 @@ def authenticate_api_key(plaintext: str) -> ApiKey | None:
     return api_key
 
 
+@dataclass(frozen=True)
+class ApiKeyCheck:
+    """A key presented from an address: the key if it is valid, or how long the address must wait."""
+
+    api_key: ApiKey | None
+    retry_after: int = 0
+
+
+def api_key_check(*, plaintext: str, address: str) -> ApiKeyCheck:
+    """``authenticate_api_key``, unless ``address`` sent too many wrong keys; a wrong key counts.
+
+    An address over the limit is refused before its key is read: guessing stops, and a flood
+    of wrong keys costs a cache read each, not a database query.
+    """
+    wait = api_key_wait(address=address)
+    if wait:
+        return ApiKeyCheck(api_key=None, retry_after=wait)
+    api_key = authenticate_api_key(plaintext)
+    if api_key is None:
+        api_key_failure_record(address=address)
+    return ApiKeyCheck(api_key=api_key)
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer agt_…``."""
 
@@ -49,17 +74,11 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         keyword, _, token = header.partition(" ")
         if keyword.lower() != self.keyword:
             return None
-        # An address that sent too many wrong keys is refused before its key is read: guessing
-        # stops, and a flood of wrong keys costs a cache read each, not a database query.
-        address = client_address(request)
-        wait = api_key_wait(address=address)
-        if wait:
-            raise exceptions.Throttled(
-                wait=wait, detail="Too many requests with a wrong API key from this address."
-            )
-        api_key = authenticate_api_key(token.strip())
+        check = api_key_check(plaintext=token.strip(), address=client_address(request))
+        if check.retry_after:
+            raise exceptions.Throttled(wait=check.retry_after, detail=TOO_MANY_WRONG_KEYS)
+        api_key = check.api_key
         if api_key is None:
-            api_key_failure_record(address=address)
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked API key.")
         audit_context_use_api_key(user=api_key.created_by, api_key_prefix=api_key.prefix)
         return api_key.created_by, api_key

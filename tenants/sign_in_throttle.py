@@ -55,7 +55,11 @@ class HasMeta(Protocol):
 
 def client_address(request: HasMeta | None) -> str:
     """The address a request came from as counted here: an IPv6 address stands for its /64."""
-    raw = str(request.META.get("REMOTE_ADDR", "")) if request is not None else ""
+    return counted_address(str(request.META.get("REMOTE_ADDR", "")) if request is not None else "")
+
+
+def counted_address(raw: str) -> str:
+    """``raw`` (a client's IP address) as counted here: an IPv6 address stands for its /64."""
     try:
         address = ipaddress.ip_address(raw)
     except ValueError:

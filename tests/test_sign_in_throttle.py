@@ -1,4 +1,5 @@
-"""Failed sign-ins (app and admin) and wrong API keys are refused past a limit (tenants.sign_in_throttle).
+"""Failed sign-ins (app and admin) and wrong API keys (API, event streams, websocket) are refused
+past a limit (tenants.sign_in_throttle).
 
 Each test signs in from its own made-up address, so counters left in the shared cache by other
 tests, other runs or the live servers never meet its own.
@@ -6,6 +7,7 @@ tests, other runs or the live servers never meet its own.
 
 import random
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from django.test import Client, RequestFactory
 from rest_framework.test import APIClient
 
+from sessions.consumers import CLOSE_NOT_AUTHENTICATED, CLOSE_TOO_MANY_WRONG_KEYS, actor_for_scope
 from tenants import sign_in_throttle
 from tenants.sign_in_throttle import client_address
 from tests.conftest import Cast
@@ -213,3 +216,36 @@ def test_a_flood_of_wrong_api_keys_gets_429_with_the_error_envelope(
 )
 def test_an_ipv6_host_counts_as_its_whole_64(remote: str, counted_as: str) -> None:
     assert client_address(RequestFactory().get("/", REMOTE_ADDR=remote)) == counted_as
+
+
+# The event stream's view is asynchronous: its database calls close the connection they used.
+@pytest.mark.django_db(transaction=True)
+def test_wrong_keys_count_together_on_the_api_its_event_streams_and_the_websocket(
+    cast: Cast, address: str
+) -> None:
+    valid_key = make_api_key(tenant=cast.tenant_a, user=cast.alice)
+    wrong_key = f"{valid_key[:-4]}xxxx"
+    events = f"/api/v1/sessions/{uuid.uuid4()}/events/"
+
+    def stream(key: str) -> Any:
+        return Client(REMOTE_ADDR=address).get(
+            events, HTTP_ACCEPT="text/event-stream", HTTP_AUTHORIZATION=f"Bearer {key}"
+        )
+
+    def socket(key: str) -> int:
+        scope = {"client": (address, 40_000), "query_string": f"token={key}".encode(), "subprotocols": []}
+        return actor_for_scope(scope)[1]
+
+    api = APIClient(REMOTE_ADDR=address)
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {wrong_key}")
+    wrong = [api.get("/api/v1/agents/").status_code, stream(wrong_key).status_code, socket(wrong_key)]
+    refused_stream = stream(valid_key)
+
+    assert wrong == [401, 401, CLOSE_NOT_AUTHENTICATED]
+    assert (refused_stream.status_code, refused_stream["Retry-After"]) == (429, str(LOCKED_SECONDS))
+    assert refused_stream.json()["error"] == {
+        "code": "throttled",
+        "message": "Too many requests with a wrong API key from this address. Try again in 1200 seconds.",
+        "fields": {},
+    }
+    assert socket(valid_key) == CLOSE_TOO_MANY_WRONG_KEYS == 4429
