@@ -365,7 +365,7 @@ class TokenAuthentication:
 
     actor: Actor | None
     is_valid_key: bool
-    # Over 0: the address sent too many wrong keys, and this one was not read.
+    # Over 0: a wrong key, from an address that sent too many of them.
     retry_after: int = 0
 
 

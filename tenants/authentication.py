@@ -11,7 +11,7 @@ from audit.context import audit_context_use_api_key
 from sessions.statements.post_reads import api_key_with_creator
 from tenants.api_keys import secret_matches, split_key
 from tenants.models import ApiKey
-from tenants.sign_in_throttle import api_key_failure_record, api_key_wait, client_address
+from tenants.sign_in_throttle import api_key_failure_record, client_address
 
 TOO_MANY_WRONG_KEYS = "Too many requests with a wrong API key from this address."
 # Writing last_used_at on every request would turn each read into a write.
@@ -41,25 +41,20 @@ def authenticate_api_key(plaintext: str) -> ApiKey | None:
 
 @dataclass(frozen=True)
 class ApiKeyCheck:
-    """A key presented from an address: the key if it is valid, or how long the address must wait."""
+    """A key presented from an address: the key if it is valid; if not, how long the address must
+    wait when it sent too many wrong keys (0 while it has not)."""
 
     api_key: ApiKey | None
     retry_after: int = 0
 
 
 def api_key_check(*, plaintext: str, address: str) -> ApiKeyCheck:
-    """``authenticate_api_key``, unless ``address`` sent too many wrong keys; a wrong key counts.
-
-    An address over the limit is refused before its key is read: guessing stops, and a flood
-    of wrong keys costs a cache read each, not a database query.
-    """
-    wait = api_key_wait(address=address)
-    if wait:
-        return ApiKeyCheck(api_key=None, retry_after=wait)
+    """``authenticate_api_key``; a wrong key counts against ``address``, and past the address's
+    limit it answers how long to wait."""
     api_key = authenticate_api_key(plaintext)
-    if api_key is None:
-        api_key_failure_record(address=address)
-    return ApiKeyCheck(api_key=api_key)
+    if api_key is not None:
+        return ApiKeyCheck(api_key=api_key)
+    return ApiKeyCheck(api_key=None, retry_after=api_key_failure_record(address=address))
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

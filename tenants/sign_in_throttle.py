@@ -1,9 +1,11 @@
-"""Failed sign-ins and wrong API keys, counted in the cache; past a limit, attempts are refused.
+"""Failed sign-ins and wrong API keys, counted in the cache; past a limit, they are refused.
 
 A password sign-in (the app's and the admin's) is refused while its account and address together,
-or its address alone, failed too often in the window; an API key while its address sent too many
-wrong keys. A refused attempt checks no password and reads no key, so a flood costs one cache
-read a request, and the right password does not get through either.
+or its address alone, failed too often in the window: the password is not even checked, so the
+right one does not get in either, and a flood costs one cache read an attempt, not a password
+hash. A wrong API key past its address's limit is answered 429 instead of 401; a valid key is
+never counted, so it costs no extra cache round trip and keeps working for the address's
+other clients (keys are too long to guess: the limit is there to stop floods, not guesses).
 
 There is no lockout per account alone: anyone could then lock any person out from everywhere by
 failing on purpose. An attacker can at most lock out an account from their own address, and their
@@ -167,15 +169,21 @@ def sign_in_failures_clear(*, address: str, username: str) -> None:
     caches["default"].delete_many(keys)
 
 
-def api_key_wait(*, address: str) -> int:
-    """Seconds until ``address`` may present an API key again; 0 if it may now."""
+def api_key_failure_record(*, address: str) -> int:
+    """Count a wrong key from ``address``; 0 if it is within the limit, else seconds until one more is."""
     limit = _api_key_limit()
-    return _wait(limit, _counter(limit, address), _now())
-
-
-def api_key_failure_record(*, address: str) -> None:
-    limit = _api_key_limit()
-    _record(limit, _counter(limit, address), _now())
+    now = _now()
+    current_key, previous_key = _window_keys(_counter(limit, address), limit, now)
+    current, previous = count_in_windows(
+        caches["default"], current_key, previous_key, ttl=2 * limit.window_seconds
+    )
+    return seconds_until_one_more(
+        current=current - 1,
+        previous=previous,
+        elapsed_fraction=(now % limit.window_seconds) / limit.window_seconds,
+        limit=limit.limit,
+        window_seconds=limit.window_seconds,
+    )
 
 
 def api_key_failures_clear(*, address: str) -> None:

@@ -98,7 +98,9 @@ def test_an_existing_account_signs_in_from_the_link_and_joins(
 
 @pytest.fixture
 def failures_forgotten() -> Iterator[None]:
-    """The live server counts in the cache this process shares: leave no lockout to later tests."""
+    """The live server counts in the cache this process shares: start from no failures (other tests
+    sign in from this address too), and leave no lockout to later tests."""
+    sign_in_failures_clear(address="127.0.0.1", username="alice@a.test")
     yield
     sign_in_failures_clear(address="127.0.0.1", username="alice@a.test")
 
