@@ -233,6 +233,27 @@ INVITATION_TTL_HOURS = env_int("INVITATION_TTL_HOURS", 72)
 if INVITATION_TTL_HOURS < 1:
     raise ImproperlyConfigured(f"INVITATION_TTL_HOURS must be 1 or more, got {INVITATION_TTL_HOURS}")
 
+# --- Sign-in and API key throttle (tenants.sign_in_throttle) ------------------------------
+# A password sign-in (app and admin) is refused while its account from its address, or its
+# address alone, failed this often within the window; an API key while its address sent this
+# many wrong keys. There is no limit per account alone: anyone could lock anyone out with it.
+SIGN_IN_FAILURE_LIMIT = env_int("SIGN_IN_FAILURE_LIMIT", 10)
+SIGN_IN_ADDRESS_FAILURE_LIMIT = env_int("SIGN_IN_ADDRESS_FAILURE_LIMIT", 100)
+SIGN_IN_FAILURE_WINDOW_SECONDS = env_int("SIGN_IN_FAILURE_WINDOW_SECONDS", 900)
+API_KEY_FAILURE_LIMIT = env_int("API_KEY_FAILURE_LIMIT", 30)
+API_KEY_FAILURE_WINDOW_SECONDS = env_int("API_KEY_FAILURE_WINDOW_SECONDS", 900)
+_THROTTLE_SETTINGS = {
+    "SIGN_IN_FAILURE_LIMIT": SIGN_IN_FAILURE_LIMIT,
+    "SIGN_IN_ADDRESS_FAILURE_LIMIT": SIGN_IN_ADDRESS_FAILURE_LIMIT,
+    "SIGN_IN_FAILURE_WINDOW_SECONDS": SIGN_IN_FAILURE_WINDOW_SECONDS,
+    "API_KEY_FAILURE_LIMIT": API_KEY_FAILURE_LIMIT,
+    "API_KEY_FAILURE_WINDOW_SECONDS": API_KEY_FAILURE_WINDOW_SECONDS,
+}
+for _name, _value in _THROTTLE_SETTINGS.items():
+    if _value < 1:
+        raise ImproperlyConfigured(f"{_name} must be 1 or more, got {_value}")
+# --- end of the sign-in and API key throttle ------------------------------------------------
+
 # --- E-mail (invitations) ----------------------------------------------------------------
 # Without EMAIL_HOST nothing is sent: the inviter copies the link from the page instead.
 EMAIL_HOST = env_str("EMAIL_HOST")

@@ -21,6 +21,7 @@ from django.http import HttpRequest
 
 from tenants.actors import Actor, actor_from_request
 from tenants.models import Membership, Role, Tenant
+from tenants.sign_in_throttle import ThrottledAuthenticationForm
 
 
 def admin_actor(request: HttpRequest) -> Actor | None:
@@ -63,8 +64,9 @@ def tenant_rows(admin_site: admin.AdminSite, request: HttpRequest, model: type[M
     return manager.filter(tenant=actor.tenant)
 
 
-class TenantMemberAuthenticationForm(AdminAuthenticationForm):
-    """Tenant members sign in to the admin by role, not by Django's is_staff flag."""
+class TenantMemberAuthenticationForm(ThrottledAuthenticationForm, AdminAuthenticationForm):
+    """Tenant members sign in to the admin by role, not by Django's is_staff flag; failures count
+    towards the same lockout as the app's sign-in."""
 
     def confirm_login_allowed(self, user: AbstractBaseUser) -> None:
         if not user.is_active:

@@ -31,6 +31,7 @@ from sessions.state import InvalidTransition, StaleTransition
 from sessions.streams import authenticate_token, envelope_text, parse_after, stream_hub
 from tenants.actors import ACTIVE_TENANT_SESSION_KEY, Actor, actor_for_user
 from tenants.quotas import QuotaExceeded
+from tenants.sign_in_throttle import counted_address
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_AUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+# The address sent too many wrong API keys (tenants.sign_in_throttle); as HTTP's 429.
+CLOSE_TOO_MANY_WRONG_KEYS = 4429
 CLOSE_INTERNAL_ERROR = 1011
 BEARER_SUBPROTOCOL = "bearer"
 HEARTBEAT = json.dumps({"type": "heartbeat"})
@@ -89,7 +92,10 @@ def actor_for_scope(scope: dict[str, Any]) -> tuple[Actor | None, int]:
     """The socket's actor, or the close code that refuses it."""
     token = bearer_token(scope)
     if token is not None:
-        result = authenticate_token(token)
+        client = scope.get("client") or ("", 0)
+        result = authenticate_token(token, address=counted_address(str(client[0])))
+        if result.retry_after:
+            return None, CLOSE_TOO_MANY_WRONG_KEYS
         if not result.is_valid_key:
             return None, CLOSE_NOT_AUTHENTICATED
         return result.actor, CLOSE_FORBIDDEN

@@ -28,6 +28,8 @@ from sessions.models import Run, Session
 from sessions.selectors import run_get_for_actor, session_get_for_actor
 from sessions.streams import authenticate_token, envelope_text, parse_after, run_events, stream_hub
 from tenants.actors import ACTIVE_TENANT_SESSION_KEY, Actor, actor_for_user
+from tenants.authentication import TOO_MANY_WRONG_KEYS
+from tenants.sign_in_throttle import client_address
 
 EVENT_STREAM = "text/event-stream"
 RECONNECT_MILLISECONDS = 2000
@@ -62,7 +64,13 @@ def _actor_for_request(request: HttpRequest) -> Actor:
     """Bearer API key, else the browser session, the same rules as the REST API."""
     keyword, _, token = request.headers.get("Authorization", "").partition(" ")
     if keyword.lower() == "bearer":
-        result = authenticate_token(token.strip())
+        result = authenticate_token(token.strip(), address=client_address(request))
+        if result.retry_after:
+            refused = _error(
+                429, "throttled", f"{TOO_MANY_WRONG_KEYS} Try again in {result.retry_after} seconds."
+            )
+            refused["Retry-After"] = str(result.retry_after)
+            raise _Refusal(refused)
         if not result.is_valid_key:
             raise _Refusal(_error(401, "authentication_failed", "Invalid, expired or revoked API key."))
         if result.actor is None:

@@ -34,7 +34,7 @@ from sessions.events import session_group_name
 from sessions.publisher import has_cross_process_layer
 from sessions.state import TERMINAL_EVENT_TYPES
 from tenants.actors import Actor, actor_for_api_key
-from tenants.authentication import authenticate_api_key
+from tenants.authentication import api_key_check
 
 logger = logging.getLogger(__name__)
 
@@ -365,13 +365,15 @@ class TokenAuthentication:
 
     actor: Actor | None
     is_valid_key: bool
+    # Over 0: a wrong key, from an address that sent too many of them.
+    retry_after: int = 0
 
 
-def authenticate_token(token: str) -> TokenAuthentication:
-    api_key = authenticate_api_key(token)
-    if api_key is None:
-        return TokenAuthentication(actor=None, is_valid_key=False)
-    return TokenAuthentication(actor=actor_for_api_key(api_key), is_valid_key=True)
+def authenticate_token(token: str, *, address: str) -> TokenAuthentication:
+    check = api_key_check(plaintext=token, address=address)
+    if check.api_key is None:
+        return TokenAuthentication(actor=None, is_valid_key=False, retry_after=check.retry_after)
+    return TokenAuthentication(actor=actor_for_api_key(check.api_key), is_valid_key=True)
 
 
 def parse_after(raw: str | None) -> int:

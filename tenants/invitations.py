@@ -20,7 +20,6 @@ from django.contrib.auth.models import User
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import BadHeaderError, send_mail
-from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import Http404
@@ -30,6 +29,7 @@ from audit.models import AuditAction
 from audit.services import audit_record, audit_values
 from tenants.actors import Actor
 from tenants.api_keys import hash_secret
+from tenants.email_addresses import email_address_clean
 from tenants.models import Invitation, Membership, Role
 from tenants.services import membership_record
 
@@ -52,15 +52,6 @@ def _require_inviter(actor: Actor, *, role: str) -> None:
         raise PermissionDenied("Only owners grant, change or remove the owner role.")
 
 
-def _clean_email(email: str) -> str:
-    email = email.strip().lower()
-    try:
-        validate_email(email)
-    except ValidationError as error:
-        raise ValidationError({"email": ["Enter a valid e-mail address."]}) from error
-    return email
-
-
 def invitation_create(
     *, actor: Actor, email: str, role: str, link_for: Callable[[str], str]
 ) -> CreatedInvitation:
@@ -72,7 +63,7 @@ def invitation_create(
     if role not in Role.values:
         raise ValidationError({"role": [f"Choose one of {', '.join(Role.values)}."]})
     _require_inviter(actor, role=role)
-    email = _clean_email(email)
+    email = email_address_clean(email)
     if Membership.objects.filter(tenant=actor.tenant, user__username=email).exists():
         raise ValidationError({"email": ["This person is already a member; change their role instead."]})
     token = secrets.token_urlsafe(32)

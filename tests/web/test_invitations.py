@@ -11,6 +11,7 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
+from audit.models import AuditEntry
 from tenants.api_keys import hash_secret
 from tenants.models import Invitation, Membership
 from tests.web.conftest import World
@@ -357,3 +358,51 @@ def test_a_mail_server_that_refuses_leaves_the_invitation_valid_and_logs_no_link
     assert token not in str(list(Invitation.objects.values()))
     _, accepted = accept_with_password(link)
     assert accepted.status_code == 302
+
+
+# Escapes, so that the test reads as what it is: each look-alike letter is named.
+CYRILLIC_A = "\u0430"  # looks like Latin "a"
+CYRILLIC_APPLE = "\u0430\u0440\u0440\u04cf\u0435"  # "apple" in Cyrillic look-alikes
+LOOK_ALIKE = (
+    "This address has letters of another script that look like the ones you may mean (such as a "
+    "Cyrillic letter that looks like a Latin one); type it again in one script."
+)
+
+
+@pytest.mark.parametrize(
+    "email",
+    [
+        f"newhire@{CYRILLIC_A}cme.example",  # one Cyrillic letter in a Latin domain
+        f"newhire@{CYRILLIC_APPLE}.com",  # a whole label of look-alikes
+        "newhire@xn--80ak6aa92e.com",  # the same, typed in its ASCII form
+        f"new{CYRILLIC_A}hire@acme.example",  # in the local part
+    ],
+)
+def test_a_look_alike_address_is_refused_with_a_field_message_and_changes_nothing(
+    world: World, client_for: ClientFor, email: str
+) -> None:
+    audit_before = AuditEntry.objects.count()
+
+    response, link = invite(client_for(world.cast.alice), email)
+
+    assert response.status_code == 400 and not link
+    assert LOOK_ALIKE in response.content.decode().replace("&#x27;", "'")
+    assert 'aria-invalid="true"' in response.content.decode()
+    assert not Invitation.objects.exists()
+    assert AuditEntry.objects.count() == audit_before
+    assert mail.outbox == []
+
+
+def test_an_address_is_kept_in_one_spelling_and_its_owner_signs_in_with_any(
+    world: World, client_for: ClientFor
+) -> None:
+    fullwidth = "\uff2e\uff45\uff57\uff28\uff49\uff52\uff45"  # "NewHire" in fullwidth letters
+    response, link = invite(client_for(world.cast.alice), f"  {fullwidth}@B\u00dcCHER.Example ")
+    _, accepted = accept_with_password(link)
+    signed_in = Client().post(
+        "/login/", {"username": "NEWHIRE@xn--bcher-kva.example", "password": NEW_PASSWORD}
+    )
+
+    assert (response.status_code, accepted.status_code, signed_in.status_code) == (200, 302, 302)
+    assert Invitation.objects.get().email == "newhire@b\u00fccher.example"
+    assert User.objects.get(username="newhire@b\u00fccher.example").email == "newhire@b\u00fccher.example"

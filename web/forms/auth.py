@@ -1,8 +1,11 @@
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from tenants.email_addresses import email_address_normalize
+from tenants.sign_in_throttle import ThrottledAuthenticationForm
 
-class EmailAuthenticationForm(AuthenticationForm):
+
+class EmailAuthenticationForm(ThrottledAuthenticationForm):
     """People sign in with their e-mail, which is also their username."""
 
     username = forms.CharField(
@@ -17,4 +20,9 @@ class EmailAuthenticationForm(AuthenticationForm):
     }
 
     def clean_username(self) -> str:
-        return str(self.cleaned_data["username"]).strip().lower()
+        # Spelled as accounts are kept (tenants.email_addresses), however it was typed.
+        typed = str(self.cleaned_data["username"]).strip().lower()
+        try:
+            return email_address_normalize(typed)
+        except ValueError:
+            return typed

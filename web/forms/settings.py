@@ -1,7 +1,9 @@
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 
+from tenants.email_addresses import email_address_clean
 from tenants.limits import DEFAULT_LIMITS
 from tenants.models import ApiKeyScope, Role
 
@@ -15,8 +17,20 @@ LIMIT_LABELS = {
 
 
 class MemberAddForm(forms.Form):
-    email = forms.EmailField(help_text="They get a link that works once to join with this role.")
+    # Not an EmailField: its check runs before the address is normalised (a fullwidth spelling
+    # is refused) and passes look-alike domains; tenants.email_addresses does both.
+    email = forms.CharField(
+        max_length=254,
+        widget=forms.EmailInput,
+        help_text="They get a link that works once to join with this role.",
+    )
     role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+    def clean_email(self) -> str:
+        try:
+            return email_address_clean(self.cleaned_data["email"])
+        except ValidationError as error:
+            raise ValidationError(error.message_dict["email"]) from error
 
 
 class MemberRoleForm(forms.Form):

@@ -1,4 +1,5 @@
 from django.contrib import messages
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView, LogoutView
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -15,6 +16,13 @@ class SignInView(LoginView):
     authentication_form = EmailAuthenticationForm
     redirect_authenticated_user = True
     next_page = "web:dashboard"
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        response = super().form_invalid(form)
+        if isinstance(form, EmailAuthenticationForm) and form.retry_after:
+            response.status_code = 429
+            response["Retry-After"] = str(form.retry_after)
+        return response
 
 
 class SignOutView(LogoutView):

@@ -86,7 +86,9 @@ def _invalid(request: HttpRequest) -> HttpResponse:
 
 
 def _private(response: HttpResponse) -> HttpResponse:
-    # The page's URL holds the token: keep it out of caches and of other sites' Referer.
+    # The page's URL holds the token: keep it out of caches and of other sites' Referer. Not
+    # ``no-referrer``: with it Chromium posts the page's own forms with ``Origin: null``, which
+    # Django's CSRF check refuses, so nobody could join.
     response["Cache-Control"] = "no-store"
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"
     return response
