@@ -21,7 +21,7 @@ LIMIT_DESCRIPTIONS: dict[LimitName, str] = {
     "memory": "memory limit: an allocation failed",
     "processes": "process limit: a new process or thread could not be started",
     "file_size": "file size limit: a write past the largest allowed file failed",
-    "workspace_size": "workspace size limit: the workspace is full, so writes past it failed",
+    "workspace_size": "workspace size limit: the workspace is full, writes past it fail",
 }
 
 

@@ -354,7 +354,9 @@ class BubblewrapBackend:
             "--",
         ]
 
-    def _bwrap_arguments(self, folders: WorkspaceFolders, limits: SandboxLimits, supervisor_fd: int) -> list[str]:
+    def _bwrap_arguments(
+        self, folders: WorkspaceFolders, limits: SandboxLimits, supervisor_fd: int
+    ) -> list[str]:
         environment = [
             argument
             for name, value in sandbox_environment(self.python_dir).items()
