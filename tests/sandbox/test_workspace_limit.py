@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from core.errors import ToolError
 from tests.live import wait_until
@@ -138,11 +139,16 @@ def test_another_tenants_code_run_keeps_working_while_one_fills_its_workspace(se
     # A duration no other process on the machine is likely to sleep: it starts once dd has ended.
     duration = f"3.{random.randrange(10**8):08d}"
     filler_result: list[str] = []
-    filling = threading.Thread(
-        target=lambda: filler_result.append(
-            run_shell(f"dd if=/dev/zero of=big bs=1M count=40; sleep {duration}", filler)
-        )
-    )
+
+    def fill() -> None:
+        try:
+            filler_result.append(
+                run_shell(f"dd if=/dev/zero of=big bs=1M count=40; sleep {duration}", filler)
+            )
+        finally:
+            connection.close()  # this thread's own: the test database is dropped at the end
+
+    filling = threading.Thread(target=fill)
     filler_workspace = session_workspace_path(filler.tenant_id, filler.session_id)
 
     with peak_disk_usage(filler_workspace.parent) as peak:
