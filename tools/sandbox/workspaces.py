@@ -54,7 +54,7 @@ def sandbox_uid_for(session_id: UUID) -> int | None:
 
 
 def prepare_workspace(tenant_id: UUID, session_id: UUID) -> WorkspaceFolders:
-    """The session's folders, created on first use, with an empty ``output/`` for this call."""
+    """The session's folders, created on first use, with ``output/`` and the inputs empty for this call."""
     workspace = session_workspace_path(tenant_id, session_id)
     for folder in (sandbox_root(), workspace.parent):
         folder.mkdir(mode=SHARED_FOLDER_MODE, parents=True, exist_ok=True)
@@ -68,7 +68,8 @@ def prepare_workspace(tenant_id: UUID, session_id: UUID) -> WorkspaceFolders:
     # Workspaces saved before the call's inputs moved beside them still hold a copy of those.
     for legacy_input in (CODE_FOLDER, ATTACHMENTS_FOLDER):
         remove_without_following(workspace / legacy_input)
-    give_to_sandbox(replace_with_empty_folder(workspace / OUTPUT_FOLDER), uid)
+    for empty in (workspace / OUTPUT_FOLDER, folders.code, folders.attachments):
+        give_to_sandbox(replace_with_empty_folder(empty), uid)
     replace_with_empty_folder(folders.incoming).chmod(SESSION_FOLDER_MODE)
     return folders
 
