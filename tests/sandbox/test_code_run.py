@@ -132,3 +132,17 @@ def test_the_sessions_attachments_are_in_the_workspace(context: ToolContext) -> 
     )
 
     assert stdout_of(result) == "['cities (2).csv', 'cities.csv']\n7"
+
+
+def test_odd_entries_do_not_stop_the_rest_of_the_workspace_being_kept(context: ToolContext) -> None:
+    first = run_shell(
+        "printf a > \"$(printf 'line\\nbreak')\" && printf b > \"$(printf 'latin\\351')\" "
+        "&& mkfifo pipe && printf c > locked && chmod 000 locked && echo d > plain.txt",
+        context,
+    )
+
+    result = run_shell("ls -q | wc -l; cat plain.txt; test -e pipe || echo no pipe", context)
+
+    assert first.endswith("stderr:\nnot kept: locked: Permission denied")
+    # The two odd names and plain.txt, with attachments/ and output/: not the fifo or the locked file.
+    assert stdout_of(result) == "5\nd\nno pipe"
