@@ -184,7 +184,7 @@ def limit_value(result: SandboxResult, limits: SandboxLimits) -> str:
 CODE_RUN_DESCRIPTION = (
     "Run Python 3 or a POSIX shell script in a sandbox with no network. The working folder "
     "/workspace is kept between calls of this conversation, with the files earlier calls wrote; "
-    "files people attached to the conversation are in /workspace/attachments/. "
+    "files people attached to the conversation are in /workspace/attachments/ (read-only). "
     "Write files to hand back to /workspace/output/ (emptied at each call). Python has numpy, "
     "pandas and matplotlib (save charts with plt.savefig('output/chart.png')). Returns the exit "
     "code, stdout, stderr and the files written to output/. The workspace has a size limit: "

@@ -20,7 +20,7 @@ from tools.sandbox.handback import PAGE_BYTES
 
 OUTPUT_FOLDER = "output"
 CODE_FOLDER = ".code"
-# The session's attached files, copied in afresh at each call (read them from attachments/).
+# The session's attached files, written afresh for each call and bound read-only there.
 ATTACHMENTS_FOLDER = "attachments"
 # Traversable but not listable: one sandbox uid cannot enumerate the others' sessions.
 SHARED_FOLDER_MODE = 0o711
