@@ -81,11 +81,11 @@ def run_in_sandbox(code: str, *, limits: Any) -> tuple[float, int]:
     from tools.sandbox.workspaces import prepare_workspace, sandbox_uid_for
 
     context = new_context()
-    workspace = prepare_workspace(context.tenant_id, context.session_id)
+    folders = prepare_workspace(context.tenant_id, context.session_id)
     started = time.perf_counter()
     result = sandbox_backend().run(
         [str(sandbox_python()), "-c", code],
-        workspace=workspace,
+        folders=folders,
         limits=limits,
         should_stop=lambda: False,
         run_as_uid=sandbox_uid_for(context.session_id),

@@ -51,6 +51,19 @@ def test_output_is_emptied_at_each_call_and_the_rest_is_kept(context: ToolContex
     assert stdout_of(result) == "kept\n0"
 
 
+def test_folders_and_links_inside_the_workspace_are_kept_between_calls(context: ToolContext) -> None:
+    first = run_shell(
+        "mkdir -p data/raw && echo 1 > data/raw/a.txt && ln -s data/raw/a.txt relative "
+        "&& ln -s /workspace/data/raw/a.txt absolute && ln -s /etc/passwd out",
+        context,
+    )
+
+    result = run_shell("cat relative absolute; ls", context)
+
+    assert first.endswith("stderr:\nnot kept: out: a link out of /workspace")
+    assert stdout_of(result) == "1\n1\nabsolute\nattachments\ndata\noutput\nrelative"
+
+
 def test_sessions_have_separate_workspaces(context: ToolContext) -> None:
     other = make_context(tenant_id=context.tenant_id)
     run_shell("echo mine > notes.txt", context)
@@ -73,6 +86,7 @@ def test_deleting_a_session_removes_its_workspace(django_capture_on_commit_callb
         session.delete()
 
     assert not workspace.exists()
+    assert list(workspace.parent.iterdir()) == []  # nor the call's inputs beside it
 
 
 def test_code_run_is_unavailable_without_the_sandbox_python(settings: Any, tmp_path: Path) -> None:
@@ -118,3 +132,17 @@ def test_the_sessions_attachments_are_in_the_workspace(context: ToolContext) -> 
     )
 
     assert stdout_of(result) == "['cities (2).csv', 'cities.csv']\n7"
+
+
+def test_odd_entries_do_not_stop_the_rest_of_the_workspace_being_kept(context: ToolContext) -> None:
+    first = run_shell(
+        "printf a > \"$(printf 'line\\nbreak')\" && printf b > \"$(printf 'latin\\351')\" "
+        "&& mkfifo pipe && printf c > locked && chmod 000 locked && echo d > plain.txt",
+        context,
+    )
+
+    result = run_shell("ls -q | wc -l; cat plain.txt; test -e pipe || echo no pipe", context)
+
+    assert first.endswith("stderr:\nnot kept: locked: Permission denied")
+    # The two odd names and plain.txt, with attachments/ and output/: not the fifo or the locked file.
+    assert stdout_of(result) == "5\nd\nno pipe"

@@ -1,6 +1,7 @@
 """Each way out of the sandbox, tried from inside: network, other folders, the server's secrets."""
 
 import os
+import shutil
 import socket
 import threading
 import uuid
@@ -12,7 +13,7 @@ import pytest
 
 from tests.sandbox.conftest import make_context, run_python, run_shell, stdout_of
 from tools.builtins.base import ToolContext
-from tools.sandbox.workspaces import session_workspace_path
+from tools.sandbox.workspaces import folders_for, session_workspace_path
 
 CONNECT_CODE = """
 import socket
@@ -170,11 +171,15 @@ def test_a_link_in_place_of_the_code_folder_is_replaced(context: ToolContext, se
     target.mkdir()
     workspace = session_workspace_path(context.tenant_id, context.session_id)
     run_shell("true", context)
-    (workspace / ".code").rename(workspace / "old-code")
+    code_folder = folders_for(workspace).code
+    shutil.rmtree(code_folder)
+    code_folder.symlink_to(target)
+    # A workspace saved before the inputs moved beside it held its own .code folder.
     (workspace / ".code").symlink_to(target)
 
     result = run_python("print('ran')", context)
 
     assert stdout_of(result) == "ran"
     assert list(target.iterdir()) == []
-    assert (workspace / ".code").is_dir() and not (workspace / ".code").is_symlink()
+    assert code_folder.is_dir() and not code_folder.is_symlink()
+    assert not (workspace / ".code").exists()

@@ -15,7 +15,7 @@ from django.conf import settings
 from files.models import FilePurpose, FileStatus, StoredFile
 from tools.builtins.base import BuiltinTool, ToolContext, ToolError, register
 from tools.sandbox.base import LIMIT_DESCRIPTIONS, SandboxLimits, SandboxResult
-from tools.sandbox.bubblewrap import BubblewrapBackend
+from tools.sandbox.bubblewrap import HANDBACK_SECONDS, BubblewrapBackend
 from tools.sandbox.environment import (
     closed_folder_reason,
     sandbox_python,
@@ -25,6 +25,9 @@ from tools.sandbox.environment import (
 from tools.sandbox.outputs import collect_outputs, hand_over_outputs
 from tools.sandbox.workspaces import (
     OUTPUT_FOLDER,
+    WorkspaceFolders,
+    discard_incoming,
+    keep_incoming,
     place_attachments,
     prepare_workspace,
     sandbox_root,
@@ -34,8 +37,8 @@ from tools.sandbox.workspaces import (
 )
 
 MAX_CODE_CHARS = 100_000
-# Beyond the sandbox's own wall limit: the loop's timeout is only a backstop.
-TIMEOUT_MARGIN_SECONDS = 15.0
+# Beyond the sandbox's own wall limit and its hand-back: the loop's timeout is only a backstop.
+TIMEOUT_MARGIN_SECONDS = HANDBACK_SECONDS + 10.0
 
 Language = Literal["python", "shell"]
 
@@ -94,26 +97,40 @@ def run_code_run(arguments: dict[str, Any], context: ToolContext) -> str:
     limits = configured_limits()
     uid = sandbox_uid_for(context.session_id)
     with session_lock(context.session_id):
-        workspace = prepare_workspace(context.tenant_id, context.session_id)
-        place_attachments(workspace, session_attachments(context), uid)
+        folders = prepare_workspace(context.tenant_id, context.session_id)
+        refuse_when_over_limit(folders, limits)
+        place_attachments(folders, session_attachments(context), uid)
         suffix = ".py" if language == "python" else ".sh"
-        code_path = write_code_file(workspace, f"{uuid.uuid4().hex}{suffix}", arguments["code"], uid)
+        code_path = write_code_file(folders, f"{uuid.uuid4().hex}{suffix}", arguments["code"], uid)
         result = sandbox_backend().run(
             command_for(language, code_path),
-            workspace=workspace,
+            folders=folders,
             limits=limits,
             should_stop=context.should_stop,
             run_as_uid=uid,
         )
         if result.stopped:
+            discard_incoming(folders)
             raise ToolError("stopped: the run was cancelled and the sandbox killed")
-        outputs = collect_outputs(workspace / OUTPUT_FOLDER)
+        if not result.is_workspace_returned:
+            discard_incoming(folders)
+            return result_text(result, [], limits=limits)
+        keep_incoming(folders, uid)
+        outputs = collect_outputs(folders.saved / OUTPUT_FOLDER)
         # Before the lock is let go: the session's next call empties output/.
         artifacts = hand_over_outputs(context, outputs)
-        used_bytes = workspace_size(workspace)
-    return result_text(
-        result, artifacts, is_workspace_full=used_bytes > limits.workspace_bytes, limits=limits
-    )
+    return result_text(result, artifacts, limits=limits)
+
+
+def refuse_when_over_limit(folders: WorkspaceFolders, limits: SandboxLimits) -> None:
+    """A workspace saved before the limit was enforced, or above a lowered one, cannot be copied in."""
+    used_bytes = workspace_size(folders.saved)
+    if used_bytes > limits.workspace_bytes:
+        raise ToolError(
+            f"refused: this conversation's workspace holds {used_bytes:,} bytes, over its limit of "
+            f"{limits.workspace_bytes:,} bytes, so no code can run in it. Start a new conversation "
+            "to run code; deleting this one frees its workspace."
+        )
 
 
 def session_attachments(context: ToolContext) -> list[tuple[str, bytes]]:
@@ -128,16 +145,15 @@ def session_attachments(context: ToolContext) -> list[tuple[str, bytes]]:
     return files
 
 
-def result_text(
-    result: SandboxResult, artifacts: list[dict[str, Any]], *, is_workspace_full: bool, limits: SandboxLimits
-) -> str:
+def result_text(result: SandboxResult, artifacts: list[dict[str, Any]], *, limits: SandboxLimits) -> str:
     lines = [f"exit code: {result.exit_code}"]
     if result.limit_hit is not None:
         lines.append(f"limit hit: {LIMIT_DESCRIPTIONS[result.limit_hit]}{limit_value(result, limits)}")
-    if is_workspace_full:
+    if result.is_workspace_cut:
+        lines.append("the workspace was over its limit when the code ended: files past it were not kept")
+    if not result.is_workspace_returned:
         lines.append(
-            f"limit hit: {LIMIT_DESCRIPTIONS['workspace_size']} ({limits.workspace_bytes:,} bytes); "
-            "delete files to free space"
+            "the workspace was not handed back (the sandbox ended early): it is as it was before this call"
         )
     lines += ["", "stdout:", result.stdout.rstrip("\n") or "(empty)", "", "stderr:"]
     lines.append(result.stderr.rstrip("\n") or "(empty)")
@@ -160,6 +176,7 @@ def limit_value(result: SandboxResult, limits: SandboxLimits) -> str:
         "memory": f" ({limits.memory_bytes:,} bytes of address space)",
         "processes": f" ({limits.processes} processes and threads)",
         "file_size": f" ({limits.file_bytes:,} bytes per file)",
+        "workspace_size": f" ({limits.workspace_bytes:,} bytes); delete files to free space",
     }
     return values.get(result.limit_hit or "", "")
 
@@ -167,10 +184,11 @@ def limit_value(result: SandboxResult, limits: SandboxLimits) -> str:
 CODE_RUN_DESCRIPTION = (
     "Run Python 3 or a POSIX shell script in a sandbox with no network. The working folder "
     "/workspace is kept between calls of this conversation, with the files earlier calls wrote; "
-    "files people attached to the conversation are in /workspace/attachments/. "
+    "files people attached to the conversation are in /workspace/attachments/ (read-only). "
     "Write files to hand back to /workspace/output/ (emptied at each call). Python has numpy, "
     "pandas and matplotlib (save charts with plt.savefig('output/chart.png')). Returns the exit "
-    "code, stdout, stderr and the files written to output/."
+    "code, stdout, stderr and the files written to output/. The workspace has a size limit: "
+    "writes past it fail with 'No space left on device'."
 )
 
 

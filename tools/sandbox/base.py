@@ -6,8 +6,9 @@ same protocol.
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Protocol
+
+from tools.sandbox.workspaces import WorkspaceFolders
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -20,7 +21,7 @@ LIMIT_DESCRIPTIONS: dict[LimitName, str] = {
     "memory": "memory limit: an allocation failed",
     "processes": "process limit: a new process or thread could not be started",
     "file_size": "file size limit: a write past the largest allowed file failed",
-    "workspace_size": "workspace size limit: the workspace holds more than allowed",
+    "workspace_size": "workspace size limit: the workspace is full, writes past it fail",
 }
 
 
@@ -46,6 +47,11 @@ class SandboxResult:
     stopped: bool
     limit_hit: LimitName | None
     duration: float
+    # The workspace the code left was handed back (in the call's incoming folder); if not, the
+    # saved workspace stays as it was before the call.
+    is_workspace_returned: bool = False
+    # It was over the limit (sparse files, too many entries): what did not fit was left out.
+    is_workspace_cut: bool = False
 
 
 class SandboxBackend(Protocol):
@@ -57,7 +63,7 @@ class SandboxBackend(Protocol):
         self,
         command: list[str],
         *,
-        workspace: Path,
+        folders: WorkspaceFolders,
         limits: SandboxLimits,
         should_stop: Callable[[], bool],
         run_as_uid: int | None = None,

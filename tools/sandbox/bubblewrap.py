@@ -4,8 +4,11 @@ The command chain is ``prlimit … -- [setpriv …] -- bwrap … -- <command>``:
 limits, setpriv (only when the worker runs as root) drops to an unprivileged uid before
 bwrap, because root ignores RLIMIT_NPROC; bwrap then builds the view: no network (a fresh
 network namespace with only loopback), a read-only /usr, a tiny /etc, a private /tmp and
-/proc, the sandbox Python read-only at its real path, and the session's workspace as the
-only writable folder. Nothing is inherited from the worker's environment.
+/proc, the sandbox Python read-only at its real path, and /workspace: a tmpfs the size of the
+workspace limit, into which the supervisor (``tools/sandbox/supervisor.py``, the sandbox's first
+process) copies the saved workspace, and from which it hands the workspace back through a pipe
+when the code has ended. No host folder is writable inside. Nothing is inherited from the
+worker's environment.
 """
 
 import contextlib
@@ -21,11 +24,22 @@ from functools import lru_cache
 from pathlib import Path
 
 from tools.sandbox.base import LimitName, SandboxLimits, SandboxResult
+from tools.sandbox.handback import Handback, receive_workspace
+from tools.sandbox.workspaces import ATTACHMENTS_FOLDER, CODE_FOLDER, WorkspaceFolders
 
 BWRAP = Path("/usr/bin/bwrap")
 PRLIMIT = Path("/usr/bin/prlimit")
 SETPRIV = Path("/usr/bin/setpriv")
 WORKSPACE_MOUNT = "/workspace"
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+SUPERVISOR_MOUNT = "/run/sandbox/supervisor.py"
+SAVED_WORKSPACE_MOUNT = "/run/sandbox/saved"
+# Past the wall limit, for copying the workspace in and handing it back; then the worker kills.
+HANDBACK_SECONDS = 20.0
+# A workspace with less free than this at the end counts as full (writes into it failed).
+FULL_MARGIN_BYTES = 64 << 10
+# The receiving thread ends when the sandbox does; this only guards against a bug.
+RECEIVER_JOIN_SECONDS = 30.0
 # How often a running sandbox checks for a cancel (the brief: within 2 s; this is far under).
 POLL_SECONDS = 0.1
 READ_CHUNK_BYTES = 65536
@@ -118,8 +132,10 @@ def tasks_of_uid(uid: int) -> int:
     return count
 
 
-def limit_hit_for(exit_code: int, stderr: str, *, timed_out: bool) -> LimitName | None:
-    """Which limit ended the run, from the signal (bwrap reports 128 + signal) or the error text."""
+def limit_hit_for(
+    exit_code: int, stderr: str, *, timed_out: bool, is_workspace_full: bool
+) -> LimitName | None:
+    """Which limit ended the run, from the signal (128 + signal), the error text or the workspace."""
     if timed_out:
         return "wall_time"
     if exit_code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
@@ -127,6 +143,8 @@ def limit_hit_for(exit_code: int, stderr: str, *, timed_out: bool) -> LimitName 
     tail = stderr[-4000:]
     if exit_code in (128 + signal.SIGXFSZ, -signal.SIGXFSZ) or any(m in tail for m in FILE_SIZE_MARKERS):
         return "file_size"
+    if is_workspace_full:
+        return "workspace_size"
     if exit_code != 0 and any(marker in tail for marker in MEMORY_MARKERS):
         return "memory"
     if any(marker in tail for marker in PROCESS_MARKERS):
@@ -157,6 +175,25 @@ class BoundedReader:
         return text + TRUNCATION_NOTE if self.is_truncated else text
 
 
+@lru_cache(maxsize=1)
+def supervisor_source() -> bytes:
+    return SUPERVISOR.read_bytes()
+
+
+@dataclass
+class WorkspaceReceiver:
+    """Reads the sandbox's hand-back channel on its own thread while the sandbox runs."""
+
+    channel: int
+    destination: Path
+    limit_bytes: int
+    handback: Handback = field(default_factory=Handback)
+
+    def receive(self) -> None:
+        with os.fdopen(self.channel, "rb") as stream:
+            self.handback = receive_workspace(stream, self.destination, limit_bytes=self.limit_bytes)
+
+
 class BubblewrapBackend:
     def __init__(self, python_dir: Path) -> None:
         self.python_dir = python_dir
@@ -165,30 +202,57 @@ class BubblewrapBackend:
         return bubblewrap_works()
 
     def command_for(
-        self, command: list[str], *, workspace: Path, limits: SandboxLimits, run_as_uid: int | None
+        self,
+        command: list[str],
+        *,
+        folders: WorkspaceFolders,
+        limits: SandboxLimits,
+        run_as_uid: int | None,
+        channel_fd: int,
+        supervisor_fd: int,
     ) -> list[str]:
+        supervised = [
+            str(self.python_dir / "bin" / "python"),
+            SUPERVISOR_MOUNT,
+            str(channel_fd),
+            str(limits.wall_seconds),
+            "--",
+            *command,
+        ]
         return [
             *self._limit_prefix(limits),
             *self._privilege_drop_prefix(run_as_uid),
             str(BWRAP),
-            *self._bwrap_arguments(workspace, limits),
+            *self._bwrap_arguments(folders, limits, supervisor_fd),
             "--",
-            *command,
+            *supervised,
         ]
 
     def run(
         self,
         command: list[str],
         *,
-        workspace: Path,
+        folders: WorkspaceFolders,
         limits: SandboxLimits,
         should_stop: Callable[[], bool],
         run_as_uid: int | None = None,
     ) -> SandboxResult:
         started = time.monotonic()
-        full_command = self.command_for(command, workspace=workspace, limits=limits, run_as_uid=run_as_uid)
         stdout_read, stdout_write = os.pipe()
         stderr_read, stderr_write = os.pipe()
+        channel_read, channel_write = os.pipe()
+        supervisor_read, supervisor_write = os.pipe()
+        # Far smaller than a pipe's buffer: written whole before bwrap reads it.
+        os.write(supervisor_write, supervisor_source())
+        os.close(supervisor_write)
+        full_command = self.command_for(
+            command,
+            folders=folders,
+            limits=limits,
+            run_as_uid=run_as_uid,
+            channel_fd=channel_write,
+            supervisor_fd=supervisor_read,
+        )
         try:
             # A new session makes the whole chain one process group, killed together on stop.
             process = subprocess.Popen(
@@ -198,29 +262,68 @@ class BubblewrapBackend:
                 stderr=stderr_write,
                 env={},
                 start_new_session=True,
+                pass_fds=(channel_write, supervisor_read),
             )
         finally:
-            os.close(stdout_write)
-            os.close(stderr_write)
+            for descriptor in (stdout_write, stderr_write, channel_write, supervisor_read):
+                os.close(descriptor)
         readers = [
             BoundedReader(stdout_read, limits.output_bytes),
             BoundedReader(stderr_read, limits.output_bytes),
         ]
+        receiver = WorkspaceReceiver(channel_read, folders.incoming, limits.workspace_bytes)
         threads = [threading.Thread(target=reader.read_all, daemon=True) for reader in readers]
-        for thread in threads:
+        receiving = threading.Thread(target=receiver.receive, daemon=True)
+        for thread in [*threads, receiving]:
             thread.start()
-        exit_code, timed_out, stopped = wait_or_kill(process, limits.wall_seconds, should_stop)
+        exit_code, timed_out, stopped = wait_or_kill(
+            process, limits.wall_seconds + HANDBACK_SECONDS, should_stop
+        )
         for thread in threads:
             thread.join(READER_JOIN_SECONDS)
-        stdout, stderr = readers[0].text(), readers[1].text()
+        receiving.join(RECEIVER_JOIN_SECONDS)
+        return self._result(
+            exit_code=exit_code,
+            timed_out=timed_out,
+            stopped=stopped,
+            stdout=readers[0].text(),
+            stderr=readers[1].text(),
+            handback=receiver.handback,
+            limits=limits,
+            duration=time.monotonic() - started,
+        )
+
+    def _result(
+        self,
+        *,
+        exit_code: int,
+        timed_out: bool,
+        stopped: bool,
+        stdout: str,
+        stderr: str,
+        handback: Handback,
+        limits: SandboxLimits,
+        duration: float,
+    ) -> SandboxResult:
+        """The supervisor's report of the code when it made one; else what the worker saw."""
+        status = handback.status
+        if status is not None:
+            exit_code, timed_out = status.exit_code, status.is_timed_out
+        is_full = handback.is_cut or (
+            status is not None and status.used_bytes + FULL_MARGIN_BYTES > limits.workspace_bytes
+        )
         return SandboxResult(
             exit_code=exit_code,
             stdout=stdout,
             stderr=stderr,
             timed_out=timed_out,
             stopped=stopped,
-            limit_hit=None if stopped else limit_hit_for(exit_code, stderr, timed_out=timed_out),
-            duration=time.monotonic() - started,
+            limit_hit=None
+            if stopped
+            else limit_hit_for(exit_code, stderr, timed_out=timed_out, is_workspace_full=is_full),
+            duration=duration,
+            is_workspace_returned=handback.is_complete and not stopped,
+            is_workspace_cut=handback.is_cut,
         )
 
     def _limit_prefix(self, limits: SandboxLimits) -> list[str]:
@@ -251,7 +354,9 @@ class BubblewrapBackend:
             "--",
         ]
 
-    def _bwrap_arguments(self, workspace: Path, limits: SandboxLimits) -> list[str]:
+    def _bwrap_arguments(
+        self, folders: WorkspaceFolders, limits: SandboxLimits, supervisor_fd: int
+    ) -> list[str]:
         environment = [
             argument
             for name, value in sandbox_environment(self.python_dir).items()
@@ -283,11 +388,30 @@ class BubblewrapBackend:
             "--ro-bind",
             str(self.python_dir),
             str(self.python_dir),
-            "--bind",
-            str(workspace),
-            WORKSPACE_MOUNT,
+            "--ro-bind-data",
+            str(supervisor_fd),
+            SUPERVISOR_MOUNT,
+            "--ro-bind",
+            str(folders.saved),
+            SAVED_WORKSPACE_MOUNT,
+            *self._workspace_arguments(folders, limits),
             "--chdir",
             WORKSPACE_MOUNT,
+        ]
+
+    def _workspace_arguments(self, folders: WorkspaceFolders, limits: SandboxLimits) -> list[str]:
+        """The size-capped tmpfs, with the call's inputs bound read-only inside it."""
+        return [
+            "--size",
+            str(limits.workspace_bytes),
+            "--tmpfs",
+            WORKSPACE_MOUNT,
+            "--ro-bind",
+            str(folders.code),
+            f"{WORKSPACE_MOUNT}/{CODE_FOLDER}",
+            "--ro-bind",
+            str(folders.attachments),
+            f"{WORKSPACE_MOUNT}/{ATTACHMENTS_FOLDER}",
         ]
 
 
