@@ -5,7 +5,7 @@ Each records an audit entry in its transaction (``audit.services.audit_record``)
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -15,6 +15,7 @@ from django.db.models import F
 from agents.models import Agent
 from audit.models import AuditAction
 from audit.services import audit_record, audit_values
+from billing.amounts import CREDITS_MESSAGE, is_credits_text
 from billing.models import (
     MICROS_PER_CREDIT,
     Budget,
@@ -32,13 +33,14 @@ from tenants.models import Membership, Role, Tenant
 MAX_CREDITS = Decimal("1000000000")
 
 
-def credits_to_micros(value: Any, *, field: str = "amount") -> int:
-    """A credit amount ("12.5", 12.5) as micro-credits; refuses what is not a positive amount."""
-    try:
-        amount = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise ValidationError({field: ["Enter a number of credits, such as 10 or 2.50."]}) from None
-    if not amount.is_finite() or amount <= 0 or amount > MAX_CREDITS:
+def credits_to_micros(value: str | Decimal | int, *, field: str = "amount") -> int:
+    """A credit amount ("12.5", Decimal("12.5"), 12) as micro-credits; refuses what is not a
+    positive amount written in ASCII digits (``billing.amounts``)."""
+    text = str(value)
+    if not is_credits_text(text):
+        raise ValidationError({field: [CREDITS_MESSAGE]})
+    amount = Decimal(text)
+    if amount <= 0 or amount > MAX_CREDITS:
         raise ValidationError({field: [f"Enter an amount above 0 and at most {MAX_CREDITS:,}."]})
     return int((amount * MICROS_PER_CREDIT).to_integral_value(rounding=ROUND_HALF_UP))
 

@@ -75,12 +75,16 @@ def budget_update_view(request: HttpRequest, actor: Actor, budget_id: str) -> Ht
         try:
             budget_update(actor=actor, budget=budget, monthly_limit=form.cleaned_data["monthly_limit"])
         except ValidationError as error:
-            messages.error(request, " ".join(error.messages))
-        else:
-            messages.success(request, "Budget changed.")
-    else:
-        messages.error(request, " ".join(str(message) for message in form.errors["monthly_limit"]))
-    return _back_to_credits()
+            return _budget_limit_refused(request, actor, error.messages)
+        messages.success(request, "Budget changed.")
+        return _back_to_credits()
+    return _budget_limit_refused(request, actor, [str(message) for message in form.errors["monthly_limit"]])
+
+
+def _budget_limit_refused(request: HttpRequest, actor: Actor, reasons: list[str]) -> HttpResponse:
+    """The page again, 400, saying why the new limit was refused (the row's form has no error slot)."""
+    messages.error(request, "Monthly limit: " + " ".join(reasons))
+    return render_settings_page(request, actor, forms={}, status=400)
 
 
 @require_POST
