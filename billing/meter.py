@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.runtime.metering import CreditsRefused, MeteredModelClient
+from agents.runtime.metering import CreditsRefused, MeteredModelClient, ModelUnpriced
 from agents.runtime.tokens import request_tokens_bound
 from agents.runtime.types import ModelClient, ModelRequest, Usage
 from billing.models import Budget, BudgetPeriod, BudgetScope, CreditAccount, LedgerEntry, LedgerKind
@@ -76,13 +76,14 @@ def payer_for_session(session: Session, *, user_id: int | None) -> Payer:
 def credit_meter_for(
     payer: Payer, *, price: Price | None, current_step_id: Callable[[], str | None] = lambda: None
 ) -> CreditMeterForPayer | None:
-    """The meter of a payer whose tenant has credits or whose member or agent has a budget, else None.
+    """The meter of a payer whose tenant has credits turned on or whose member or agent has a
+    budget, else None; None too for a free model (the offline demo), which has nothing to hold.
 
     ``current_step_id`` returns the id of the model call step being made (the ledger links to it).
     """
-    if not payer.tenant.is_metered:
+    if not payer.tenant.is_metered or (price is not None and price.is_free):
         return None
-    has_account = CreditAccount.objects.filter(tenant=payer.tenant).exists()
+    has_account = CreditAccount.objects.filter(tenant=payer.tenant, is_enabled=True).exists()
     applies = Q(scope=BudgetScope.MEMBER, user_id=payer.user_id) | Q(
         scope=BudgetScope.AGENT, agent_id=payer.agent_id
     )
@@ -118,10 +119,11 @@ class CreditMeterForPayer:
 
     def reserve(self, request: ModelRequest) -> Hold:
         if self.price is None:
-            raise CreditsRefused(
-                f"No price is set for the model {self.payer.provider}:{self.payer.model}, "
-                "so its cost cannot be paid from credits. An operator can add the price in the admin "
-                "(Billing → Model prices)."
+            remedy = "turn credits off" if self.has_account else "remove the budgets that apply"
+            raise ModelUnpriced(
+                f"No price for this model: {self.payer.provider}:{self.payer.model} has no price on this "
+                "installation, so its calls cannot be paid from credits or counted in a budget. "
+                f"An operator can add its price; an owner can {remedy} in Settings."
             )
         amount = worst_case_micros(
             self.price, input_tokens=request_tokens_bound(request), max_output_tokens=request.max_tokens

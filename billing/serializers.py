@@ -27,11 +27,19 @@ class CreditsField(serializers.Field):
 
 class CreditSummarySerializer(serializers.Serializer):
     is_metered = serializers.BooleanField(
-        help_text="Whether this workspace's runs pay in credits (true once credits were first granted)."
+        help_text="Whether this workspace's runs pay in credits: true once credits were first granted, "
+        "false while an owner has turned them off."
     )
     balance = CreditsField(source="balance_micros", help_text=f"What is left to spend. {CREDITS_HELP}")
     ledger_total = CreditsField(
         source="ledger_total_micros", help_text="The sum of every ledger entry; equal to the balance."
+    )
+
+
+class CreditSettingSerializer(StrictSerializer):
+    is_metered = serializers.BooleanField(
+        help_text="false turns credits off: runs stop paying from the balance, which is kept with the "
+        "ledger; true turns them on again (the workspace must have been granted credits)."
     )
 
 

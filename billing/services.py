@@ -100,6 +100,32 @@ def _record_credits(entry: LedgerEntry) -> None:
     )
 
 
+def credits_set_enabled(*, actor: Actor, is_enabled: bool) -> CreditAccount | None:
+    """Turn the workspace's credits off (runs stop paying from the balance, which is kept) or on
+    again. A workspace that never had credits has nothing to turn on: it gets a grant first."""
+    _require_owner(actor)
+    with transaction.atomic():
+        account = CreditAccount.objects.select_for_update().filter(tenant=actor.tenant).first()
+        if account is None:
+            if is_enabled:
+                raise ValidationError({"is_metered": ["This workspace has no credits yet: add some first."]})
+            return None
+        if account.is_enabled != is_enabled:
+            CreditAccount.objects.filter(pk=account.pk).update(is_enabled=is_enabled)
+            audit_record(
+                tenant=actor.tenant,
+                action=AuditAction.UPDATE,
+                object_type="credits",
+                object_id=account.pk,
+                object_label="credits turned " + ("on" if is_enabled else "off"),
+                before={"is_enabled": account.is_enabled},
+                after={"is_enabled": is_enabled},
+                user=actor.user,
+            )
+            account.is_enabled = is_enabled
+    return account
+
+
 def credits_grant_by_actor(*, actor: Actor, amount: Any, note: str = "") -> LedgerEntry:
     _require_owner(actor)
     return credits_grant(

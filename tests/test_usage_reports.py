@@ -44,7 +44,9 @@ SECOND_CALL_MICROS = 40 * 1000 + 8 * 2000 + 0 * 100 + 3 * 1250  # 59_750
 
 
 def set_price(provider: str, model: str) -> None:
-    ModelPrice.objects.create(provider=provider, model=model, as_of=date(2026, 11, 1), **PRICES)
+    ModelPrice.objects.update_or_create(
+        provider=provider, model=model, defaults={"as_of": date(2026, 11, 1), **PRICES}
+    )
 
 
 def login(user: Any) -> Client:

@@ -14,6 +14,12 @@ def credits_field(label: str, help_text: str) -> forms.CharField:
     )
 
 
+class CreditSettingForm(forms.Form):
+    """Turn credits on or off (the settings page's button sends the state it asks for)."""
+
+    state = forms.ChoiceField(choices=[("on", "On"), ("off", "Off")])
+
+
 class CreditGrantForm(forms.Form):
     amount = credits_field("Credits to add", "One credit buys one US dollar of model use at list prices.")
     note = forms.CharField(max_length=500, required=False, help_text="Why (kept in the ledger).")
