@@ -60,7 +60,7 @@ def credits_form_field(**kwargs: Any) -> forms.CharField:
     )
 
 
-def cleaned_micros(form: forms.Form, field: str) -> int:
+def cleaned_micros(form: forms.BaseForm, field: str) -> int:
     """The form's credits field as micro-credits, its refusal shown on the field."""
     try:
         return credits_to_micros(form.cleaned_data[field], field=field)
