@@ -4,15 +4,16 @@ The price table is the platform's, so only superusers see it. Credits change onl
 the grant service (a grant typed into the account's form) and the ledger is read-only.
 """
 
-from decimal import Decimal
 from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from audit.services import audit_values
-from billing.models import MICROS_PER_CREDIT, Budget, CreditAccount, LedgerEntry, ModelPrice
+from billing.amounts import CREDITS_MAX_LENGTH, credits_input_validator
+from billing.models import Budget, CreditAccount, LedgerEntry, ModelPrice
 from billing.pricing import credits_text
 from billing.services import (
     PRICE_FIELDS,
@@ -52,15 +53,31 @@ class ModelPriceAdmin(admin.ModelAdmin):
             model_price_delete(price=price)
 
 
-class CreditGrantForm(forms.ModelForm):
-    grant = forms.DecimalField(
-        min_value=Decimal("0.000001"), decimal_places=6, max_digits=16, help_text="Credits to add now."
+def credits_form_field(**kwargs: Any) -> forms.CharField:
+    """Credits typed in ASCII digits (``billing.amounts``); a DecimalField would take any script's."""
+    return forms.CharField(
+        max_length=CREDITS_MAX_LENGTH, validators=[credits_input_validator], strip=True, **kwargs
     )
+
+
+def cleaned_micros(form: forms.BaseForm, field: str) -> int:
+    """The form's credits field as micro-credits, its refusal shown on the field."""
+    try:
+        return credits_to_micros(form.cleaned_data[field], field=field)
+    except ValidationError as error:
+        raise ValidationError(error.message_dict[field]) from None
+
+
+class CreditGrantForm(forms.ModelForm):
+    grant = credits_form_field(help_text="Credits to add now.")
     note = forms.CharField(max_length=500, required=False)
 
     class Meta:
         model = CreditAccount
         fields = ["tenant"]
+
+    def clean_grant(self) -> int:
+        return cleaned_micros(self, "grant")
 
 
 @admin.register(CreditAccount)
@@ -84,7 +101,7 @@ class CreditAccountAdmin(TenantScopedAdmin):
     def save_model(self, request: HttpRequest, obj: CreditAccount, form: Any, change: bool) -> None:
         credits_grant(
             tenant=obj.tenant,
-            amount_micros=credits_to_micros(form.cleaned_data["grant"], field="grant"),
+            amount_micros=form.cleaned_data["grant"],
             granted_by=request.user,
             note=form.cleaned_data.get("note") or "granted in the admin",
         )
@@ -105,7 +122,7 @@ class LedgerEntryAdmin(TenantScopedAdmin):
 
 
 class BudgetForm(forms.ModelForm):
-    monthly_limit = forms.DecimalField(min_value=Decimal("0.000001"), decimal_places=6, max_digits=16)
+    monthly_limit = credits_form_field()
 
     class Meta:
         model = Budget
@@ -114,12 +131,13 @@ class BudgetForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance.monthly_limit_micros is not None:
-            self.fields["monthly_limit"].initial = (
-                Decimal(self.instance.monthly_limit_micros) / MICROS_PER_CREDIT
-            )
+            self.fields["monthly_limit"].initial = credits_text(self.instance.monthly_limit_micros)
+
+    def clean_monthly_limit(self) -> int:
+        return cleaned_micros(self, "monthly_limit")
 
     def save(self, commit: bool = True) -> Budget:
-        self.instance.monthly_limit_micros = credits_to_micros(self.cleaned_data["monthly_limit"])
+        self.instance.monthly_limit_micros = self.cleaned_data["monthly_limit"]
         return super().save(commit=commit)
 
 

@@ -22,10 +22,17 @@ from billing.serializers import (
     BudgetSerializer,
     BudgetUpdateSerializer,
     CreditGrantSerializer,
+    CreditSettingSerializer,
     CreditSummarySerializer,
     LedgerEntrySerializer,
 )
-from billing.services import budget_create, budget_delete, budget_update, credits_grant_by_actor
+from billing.services import (
+    budget_create,
+    budget_delete,
+    budget_update,
+    credits_grant_by_actor,
+    credits_set_enabled,
+)
 from core.api.viewsets import TenantScopedViewSet
 from tenants.models import Role
 
@@ -42,6 +49,18 @@ class CreditViewSet(TenantScopedViewSet):
         summary="The workspace's credit balance", tags=TAGS, responses={200: CreditSummarySerializer}
     )
     def summary(self, request: Request) -> Response:
+        return Response(CreditSummarySerializer(credit_summary_for_actor(actor=self.actor)).data)
+
+    @extend_schema(
+        summary="Turn the workspace's credits off or on again (owners)",
+        tags=TAGS,
+        request=CreditSettingSerializer,
+        responses={200: CreditSummarySerializer},
+    )
+    def set_enabled(self, request: Request) -> Response:
+        serializer = CreditSettingSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        credits_set_enabled(actor=self.actor, is_enabled=serializer.validated_data["is_metered"])
         return Response(CreditSummarySerializer(credit_summary_for_actor(actor=self.actor)).data)
 
     @extend_schema(

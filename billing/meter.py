@@ -2,7 +2,11 @@
 
 A hold takes the call's worst case off the tenant's balance and adds it to the month of every
 budget the call falls under, each with a conditional update, in one transaction: two runs
-cannot both spend the last credits. Settling gives the hold back and takes the real cost.
+cannot both spend the last credits. The worst case bounds the input by the request's bytes
+(``request_tokens_bound``) and the output by ``max_tokens``. Settling gives the hold back and
+takes the real cost, never more than the hold: a provider that reports more than the bound
+cannot take a balance or a budget past zero (the settlement's note records the whole cost, and
+the step keeps it).
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.runtime.metering import CreditsRefused, MeteredModelClient
-from agents.runtime.tokens import estimate_request_tokens
+from agents.runtime.metering import CreditsRefused, MeteredModelClient, ModelUnpriced
+from agents.runtime.tokens import request_tokens_bound
 from agents.runtime.types import ModelClient, ModelRequest, Usage
 from billing.models import Budget, BudgetPeriod, BudgetScope, CreditAccount, LedgerEntry, LedgerKind
 from billing.pricing import Price, cost_micros, credits_text, price_for, worst_case_micros
@@ -72,13 +76,14 @@ def payer_for_session(session: Session, *, user_id: int | None) -> Payer:
 def credit_meter_for(
     payer: Payer, *, price: Price | None, current_step_id: Callable[[], str | None] = lambda: None
 ) -> CreditMeterForPayer | None:
-    """The meter of a payer whose tenant has credits or whose member or agent has a budget, else None.
+    """The meter of a payer whose tenant has credits turned on or whose member or agent has a
+    budget, else None; None too for a free model (the offline demo), which has nothing to hold.
 
     ``current_step_id`` returns the id of the model call step being made (the ledger links to it).
     """
-    if not payer.tenant.is_metered:
+    if not payer.tenant.is_metered or (price is not None and price.is_free):
         return None
-    has_account = CreditAccount.objects.filter(tenant=payer.tenant).exists()
+    has_account = CreditAccount.objects.filter(tenant=payer.tenant, is_enabled=True).exists()
     applies = Q(scope=BudgetScope.MEMBER, user_id=payer.user_id) | Q(
         scope=BudgetScope.AGENT, agent_id=payer.agent_id
     )
@@ -114,13 +119,14 @@ class CreditMeterForPayer:
 
     def reserve(self, request: ModelRequest) -> Hold:
         if self.price is None:
-            raise CreditsRefused(
-                f"No price is set for the model {self.payer.provider}:{self.payer.model}, "
-                "so its cost cannot be paid from credits. An operator can add the price in the admin "
-                "(Billing → Model prices)."
+            remedy = "turn credits off" if self.has_account else "remove the budgets that apply"
+            raise ModelUnpriced(
+                f"No price for this model: {self.payer.provider}:{self.payer.model} has no price on this "
+                "installation, so its calls cannot be paid from credits or counted in a budget. "
+                f"An operator can add its price; an owner can {remedy} in Settings."
             )
         amount = worst_case_micros(
-            self.price, input_tokens=estimate_request_tokens(request), max_output_tokens=request.max_tokens
+            self.price, input_tokens=request_tokens_bound(request), max_output_tokens=request.max_tokens
         )
         step_id = self._current_step_id()
         hold = Hold(amount_micros=amount, step_id=step_id)
@@ -138,16 +144,22 @@ class CreditMeterForPayer:
         if not isinstance(hold, Hold) or self.price is None:
             raise TypeError("settle takes a hold this meter made")
         cost = cost_micros(self.price, usage)
+        charged = min(cost, hold.amount_micros)
+        note = (
+            f"cost {credits_text(cost)} passed this call's hold; charged the hold"
+            if cost > hold.amount_micros
+            else ""
+        )
         with transaction.atomic():
             if self.has_account:
                 CreditAccount.objects.filter(tenant_id=self.payer.tenant.pk).update(
-                    balance_micros=F("balance_micros") + hold.amount_micros - cost
+                    balance_micros=F("balance_micros") + hold.amount_micros - charged
                 )
                 self._write(LedgerKind.RELEASE, hold.amount_micros, hold.step_id)
-                self._write(LedgerKind.SETTLEMENT, -cost, hold.step_id)
+                self._write(LedgerKind.SETTLEMENT, -charged, hold.step_id, note=note)
             if hold.period_ids:
                 BudgetPeriod.objects.filter(pk__in=hold.period_ids).update(
-                    used_micros=F("used_micros") + cost - hold.amount_micros
+                    used_micros=F("used_micros") + charged - hold.amount_micros
                 )
 
     def _take_from_balance(self, amount: int) -> None:
@@ -165,7 +177,7 @@ class CreditMeterForPayer:
                 f"and the balance is {credits_text(balance or 0)}. An owner can add credits in Settings."
             )
 
-    def _write(self, kind: str, amount: int, step_id: str | None) -> None:
+    def _write(self, kind: str, amount: int, step_id: str | None, *, note: str = "") -> None:
         if not amount:
             return  # a free model's call moves no credits: the ledger lists movements only
         LedgerEntry.objects.create(
@@ -174,6 +186,7 @@ class CreditMeterForPayer:
             amount_micros=amount,
             run_id=self.payer.run_id,
             step_id=step_id,
+            note=note,
         )
 
 

@@ -39,11 +39,13 @@ class ModelPrice(models.Model):
 
 class CreditAccount(models.Model):
     """A tenant's credits. A tenant without an account is not metered: credits start when an
-    operator or owner first grants some."""
+    operator or owner first grants some, and an owner can turn them off and on again."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="credit_account")
     # What is left to spend: grants minus settled costs minus the holds of calls in flight.
     balance_micros = models.BigIntegerField(default=0)
+    # Off: runs no longer pay from the balance (which is kept, as is the ledger). A grant leaves it as it is.
+    is_enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

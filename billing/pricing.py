@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from agents.models import ModelProvider
 from agents.runtime.types import Usage
 from sessions.statements.run_reads import model_price
 
@@ -23,9 +24,20 @@ class Price:
     cache_read: Decimal
     cache_write: Decimal
 
+    @property
+    def is_free(self) -> bool:
+        return not (self.input or self.output or self.cache_read or self.cache_write)
+
+
+# The offline demo model runs in the process and calls no provider: it costs nothing, whatever
+# its name and whatever the price table says.
+FREE = Price(input=Decimal(0), output=Decimal(0), cache_read=Decimal(0), cache_write=Decimal(0))
+
 
 def price_for(*, provider: str, model: str) -> Price | None:
     """The model's price, or None when it is unknown."""
+    if provider == ModelProvider.OFFLINE:
+        return FREE
     row = model_price(provider=provider, model=model)
     if row is None:
         return None

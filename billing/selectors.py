@@ -19,16 +19,19 @@ from tenants.models import Membership
 @dataclass(frozen=True)
 class CreditSummary:
     is_metered: bool
+    has_account: bool
     balance_micros: int
     ledger_total_micros: int
 
 
 def credit_summary_for_actor(*, actor: Actor) -> CreditSummary:
-    """The balance, and the ledger's sum (they agree: every change of the balance is an entry)."""
+    """The balance, and the ledger's sum (they agree: every change of the balance is an entry).
+    ``is_metered``: runs pay from the balance (credits were granted and are not turned off)."""
     account = CreditAccount.objects.filter(tenant=actor.tenant).first()
     total = LedgerEntry.objects.filter(tenant=actor.tenant).aggregate(total=Sum("amount_micros"))["total"]
     return CreditSummary(
-        is_metered=account is not None,
+        is_metered=account is not None and account.is_enabled,
+        has_account=account is not None,
         balance_micros=account.balance_micros if account else 0,
         ledger_total_micros=total or 0,
     )

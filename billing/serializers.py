@@ -1,19 +1,17 @@
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from billing.amounts import CREDITS_MAX_LENGTH, credits_input_validator
 from billing.models import Budget, BudgetScope, LedgerEntry, LedgerKind
 from billing.pricing import credits_text
 from core.api.serializers import StrictSerializer
 
-CREDITS_INPUT = RegexValidator(
-    r"^\d{1,10}(\.\d{1,6})?$", message='Enter a number of credits as a string, such as "10" or "2.50".'
-)
-
 
 def credits_input(help_text: str) -> serializers.CharField:
     """Credits typed in: a decimal string with up to six places (exact, unlike a JSON number)."""
-    return serializers.CharField(max_length=17, validators=[CREDITS_INPUT], help_text=help_text)
+    return serializers.CharField(
+        max_length=CREDITS_MAX_LENGTH, validators=[credits_input_validator], help_text=help_text
+    )
 
 
 CREDITS_HELP = "Credits as a decimal string with six places; one credit buys one US dollar of model use."
@@ -29,11 +27,19 @@ class CreditsField(serializers.Field):
 
 class CreditSummarySerializer(serializers.Serializer):
     is_metered = serializers.BooleanField(
-        help_text="Whether this workspace's runs pay in credits (true once credits were first granted)."
+        help_text="Whether this workspace's runs pay in credits: true once credits were first granted, "
+        "false while an owner has turned them off."
     )
     balance = CreditsField(source="balance_micros", help_text=f"What is left to spend. {CREDITS_HELP}")
     ledger_total = CreditsField(
         source="ledger_total_micros", help_text="The sum of every ledger entry; equal to the balance."
+    )
+
+
+class CreditSettingSerializer(StrictSerializer):
+    is_metered = serializers.BooleanField(
+        help_text="false turns credits off: runs stop paying from the balance, which is kept with the "
+        "ledger; true turns them on again (the workspace must have been granted credits)."
     )
 
 

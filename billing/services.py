@@ -5,7 +5,7 @@ Each records an audit entry in its transaction (``audit.services.audit_record``)
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -15,6 +15,7 @@ from django.db.models import F
 from agents.models import Agent
 from audit.models import AuditAction
 from audit.services import audit_record, audit_values
+from billing.amounts import CREDITS_MESSAGE, is_credits_text
 from billing.models import (
     MICROS_PER_CREDIT,
     Budget,
@@ -32,13 +33,14 @@ from tenants.models import Membership, Role, Tenant
 MAX_CREDITS = Decimal("1000000000")
 
 
-def credits_to_micros(value: Any, *, field: str = "amount") -> int:
-    """A credit amount ("12.5", 12.5) as micro-credits; refuses what is not a positive amount."""
-    try:
-        amount = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise ValidationError({field: ["Enter a number of credits, such as 10 or 2.50."]}) from None
-    if not amount.is_finite() or amount <= 0 or amount > MAX_CREDITS:
+def credits_to_micros(value: str | Decimal | int, *, field: str = "amount") -> int:
+    """A credit amount ("12.5", Decimal("12.5"), 12) as micro-credits; refuses what is not a
+    positive amount written in ASCII digits (``billing.amounts``)."""
+    text = str(value)
+    if not is_credits_text(text):
+        raise ValidationError({field: [CREDITS_MESSAGE]})
+    amount = Decimal(text)
+    if amount <= 0 or amount > MAX_CREDITS:
         raise ValidationError({field: [f"Enter an amount above 0 and at most {MAX_CREDITS:,}."]})
     return int((amount * MICROS_PER_CREDIT).to_integral_value(rounding=ROUND_HALF_UP))
 
@@ -96,6 +98,32 @@ def _record_credits(entry: LedgerEntry) -> None:
         after={"kind": entry.kind, "amount": credits_text(entry.amount_micros), "note": entry.note},
         user=entry.actor,
     )
+
+
+def credits_set_enabled(*, actor: Actor, is_enabled: bool) -> CreditAccount | None:
+    """Turn the workspace's credits off (runs stop paying from the balance, which is kept) or on
+    again. A workspace that never had credits has nothing to turn on: it gets a grant first."""
+    _require_owner(actor)
+    with transaction.atomic():
+        account = CreditAccount.objects.select_for_update().filter(tenant=actor.tenant).first()
+        if account is None:
+            if is_enabled:
+                raise ValidationError({"is_metered": ["This workspace has no credits yet: add some first."]})
+            return None
+        if account.is_enabled != is_enabled:
+            CreditAccount.objects.filter(pk=account.pk).update(is_enabled=is_enabled)
+            audit_record(
+                tenant=actor.tenant,
+                action=AuditAction.UPDATE,
+                object_type="credits",
+                object_id=account.pk,
+                object_label="credits turned " + ("on" if is_enabled else "off"),
+                before={"is_enabled": account.is_enabled},
+                after={"is_enabled": is_enabled},
+                user=actor.user,
+            )
+            account.is_enabled = is_enabled
+    return account
 
 
 def credits_grant_by_actor(*, actor: Actor, amount: Any, note: str = "") -> LedgerEntry:

@@ -17,6 +17,16 @@ from billing.usage import COLUMNS, GROUPINGS, MAX_REPORT_DAYS, usage_report_for_
 from tenants.actors import actor_from_request
 
 DEFAULT_REPORT_DAYS = 30
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP: CSV injection).
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(cell: Any) -> Any:
+    """The cell as a spreadsheet shows it as text: a string that could start a formula gets a
+    leading single quote; numbers and other strings are unchanged."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_PREFIXES):
+        return f"'{cell}"
+    return cell
 
 
 class UsageCsvRenderer(BaseRenderer):
@@ -33,7 +43,7 @@ class UsageCsvRenderer(BaseRenderer):
         writer = csv.writer(buffer, lineterminator="\r\n")
         writer.writerow(COLUMNS)
         for row in data["results"]:
-            writer.writerow(["" if row[name] is None else row[name] for name in COLUMNS])
+            writer.writerow(["" if row[name] is None else spreadsheet_text(row[name]) for name in COLUMNS])
         return buffer.getvalue().encode("utf-8")
 
 

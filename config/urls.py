@@ -42,7 +42,7 @@ api_v1: list[URLPattern | URLResolver] = [
         "runs/<str:pk>/events/",
         with_event_stream(RunViewSet.as_view({"get": "events"}), run_event_stream),  # type: ignore[arg-type]
     ),
-    path("credits/", CreditViewSet.as_view({"get": "summary"}), name="credits"),
+    path("credits/", CreditViewSet.as_view({"get": "summary", "patch": "set_enabled"}), name="credits"),
     path("credits/grant/", CreditViewSet.as_view({"post": "grant"}), name="credits-grant"),
     path(
         "sessions/<str:pk>/compact/",

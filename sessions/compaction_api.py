@@ -69,7 +69,8 @@ class SessionCompactionViewSet(TenantScopedViewSet):
             402: OpenApiResponse(
                 ERROR_REFERENCE,
                 description=(
-                    "The summary's model call does not fit the credits or a budget (`insufficient_credits`)."
+                    "The summary's model call does not fit the credits or a budget (`insufficient_credits`), "
+                    "or its model has no price while the workspace pays in credits (`no_price`)."
                 ),
             ),
             502: OpenApiResponse(ERROR_REFERENCE, description="The model could not summarize (`llm_error`)."),
@@ -92,8 +93,8 @@ class SessionCompactionViewSet(TenantScopedViewSet):
             body = error_body("provider_not_configured", str(error))
             return Response(body, status=status.HTTP_409_CONFLICT)
         except ModelError as error:
-            if error.kind == "insufficient_credits":
-                body = error_body("insufficient_credits", str(error))
+            if error.kind in ("insufficient_credits", "no_price"):
+                body = error_body(error.kind, str(error))
                 return Response(body, status=status.HTTP_402_PAYMENT_REQUIRED)
             body = error_body("llm_error", f"The model could not summarize the conversation: {error}")
             return Response(body, status=status.HTTP_502_BAD_GATEWAY)

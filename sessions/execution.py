@@ -60,6 +60,7 @@ LOOP_OUTCOMES: dict[str, tuple[str, str]] = {
     "llm_error": (RunStatus.FAILED, StopReason.LLM_ERROR),
     "context_overflow": (RunStatus.FAILED, StopReason.CONTEXT_OVERFLOW),
     "insufficient_credits": (RunStatus.FAILED, StopReason.INSUFFICIENT_CREDITS),
+    "no_price": (RunStatus.FAILED, StopReason.NO_PRICE),
 }
 
 

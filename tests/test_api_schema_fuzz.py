@@ -35,8 +35,8 @@ IS_COVERAGE_PHASE_ON = os.environ.get("SCHEMATHESIS_COVERAGE", "") == "1"
 # an object's state (only a pending memory is approved, only a failed run retried, only an
 # asked question answered, with one of its choices), a provider's
 # own temperature range, transports that need a URL, URLs the outbound guard refuses, one
-# provider key per provider, amounts of credits above zero, one budget per member or agent, and
-# a usage report's range of days.
+# provider key per provider, amounts of credits above zero, credits turned on only once granted,
+# one budget per member or agent, and a usage report's range of days.
 RULES_OVER_DATA = [
     ("POST", "/api/v1/agents/"),
     ("PUT", "/api/v1/agents/{id}/"),
@@ -56,6 +56,7 @@ RULES_OVER_DATA = [
     ("PUT", "/api/v1/provider-keys/{id}/"),
     ("PATCH", "/api/v1/provider-keys/{id}/"),
     ("POST", "/api/v1/credits/grant/"),
+    ("PATCH", "/api/v1/credits/"),
     ("POST", "/api/v1/budgets/"),
     ("PUT", "/api/v1/budgets/{id}/"),
     ("PATCH", "/api/v1/budgets/{id}/"),

@@ -148,8 +148,8 @@ def test_a_model_without_a_price_is_refused_for_a_tenant_with_credits(
 
     run = run_to_end(bob_api, post_message(bob_api, start_session(bob_api, agent.pk), "hello")["run"]["id"])  # type: ignore[index]
 
-    assert (run["status"], run["stop_reason"]) == ("failed", "insufficient_credits")
-    assert "No price is set for the model anthropic:unpriced-model" in str(run["error"])
+    assert (run["status"], run["stop_reason"]) == ("failed", "no_price")
+    assert str(run["error"]).startswith("No price for this model: anthropic:unpriced-model has no price")
     assert fake_model.requests == []
     assert balance_of(cast.tenant_a) == 1_000_000
 

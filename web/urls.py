@@ -115,6 +115,7 @@ urlpatterns = [
     path("audit/", audit.audit_list, name="audit"),
     path("settings/provider-keys/", provider_keys.provider_key_save_view, name="provider-key-save"),
     path("settings/credits/grant/", credits.credits_grant_view, name="credits-grant"),
+    path("settings/credits/state/", credits.credits_setting_view, name="credits-setting"),
     path("settings/budgets/", credits.budget_create_view, name="budget-create"),
     path("settings/budgets/<str:budget_id>/limit/", credits.budget_update_view, name="budget-update"),
     path("settings/budgets/<str:budget_id>/delete/", credits.budget_delete_view, name="budget-delete"),

@@ -40,6 +40,7 @@ LoopStopReason = Literal[
     "llm_error",
     "context_overflow",
     "insufficient_credits",
+    "no_price",
     "lease_lost",
     "shutdown",
     "awaiting_approval",

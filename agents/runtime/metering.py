@@ -25,9 +25,14 @@ class CreditsRefused(Exception):
     """The call's worst case does not fit the credits or a budget; the message says which."""
 
 
+class ModelUnpriced(CreditsRefused):
+    """The model has no price, so its calls cannot be paid from credits or counted in a budget."""
+
+
 class CreditMeter(Protocol):
     def reserve(self, request: ModelRequest) -> object:
-        """Hold the call's worst-case cost and return the hold; raises ``CreditsRefused``."""
+        """Hold the call's worst-case cost and return the hold; raises ``CreditsRefused`` (or
+        ``ModelUnpriced`` for a model without a price)."""
         ...
 
     def settle(self, hold: object, usage: Usage) -> None:
@@ -38,8 +43,9 @@ class CreditMeter(Protocol):
 class MeteredModelClient:
     """A model client whose calls are held and settled by a ``CreditMeter``.
 
-    A refused hold raises ``ModelError`` of kind ``insufficient_credits`` before the inner
-    client is called. A call that fails or is cancelled settles what it reported spending.
+    A refused hold raises ``ModelError`` of kind ``insufficient_credits`` (``no_price`` for a
+    model without a price) before the inner client is called. A call that fails or is cancelled
+    settles what it reported spending.
     """
 
     def __init__(self, inner: ModelClient, meter: CreditMeter) -> None:
@@ -53,6 +59,8 @@ class MeteredModelClient:
     def stream(self, request: ModelRequest, *, should_stop: Callable[[], bool]) -> Iterator[ModelStreamEvent]:
         try:
             hold = self.meter.reserve(request)
+        except ModelUnpriced as unpriced:
+            raise ModelError(str(unpriced), kind="no_price", is_retryable=False) from unpriced
         except CreditsRefused as refused:
             raise ModelError(str(refused), kind="insufficient_credits", is_retryable=False) from refused
         spent = Usage()

@@ -22,12 +22,20 @@ from agents.runtime.types import (
 )
 
 InterruptionReason = Literal[
-    "cancelled", "timeout", "lease_lost", "shutdown", "llm_error", "context_overflow", "insufficient_credits"
+    "cancelled",
+    "timeout",
+    "lease_lost",
+    "shutdown",
+    "llm_error",
+    "context_overflow",
+    "insufficient_credits",
+    "no_price",
 ]
 # Model errors that end the run with their own stop reason rather than ``llm_error``.
 ERROR_KIND_REASONS: dict[str, InterruptionReason] = {
     "context_overflow": "context_overflow",
     "insufficient_credits": "insufficient_credits",
+    "no_price": "no_price",
 }
 
 

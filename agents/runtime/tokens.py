@@ -44,6 +44,13 @@ PRECISE_COUNT_FROM_SHARE = 0.5
 # about this many, which is also the estimate of an image whose dimensions are unknown.
 PIXELS_PER_IMAGE_TOKEN = 750
 MAX_IMAGE_TOKENS = 1600
+# Bounds for credit holds (``request_tokens_bound``). Every provider's tokenizer maps at least one
+# byte of text to a token, so a request's bytes bound its text's tokens. What the provider adds
+# around them (role markers, its tool-use system prompt) is under FRAMING_TOKENS_BOUND; an image
+# is billed by its pixels after the provider scales it down, under IMAGE_TOKENS_BOUND for
+# Anthropic's models and OpenAI's patch-counted ones.
+FRAMING_TOKENS_BOUND = 1_000
+IMAGE_TOKENS_BOUND = 4_000
 
 
 def context_window_for(model_name: str, *, override: int | None = None) -> int:
@@ -94,9 +101,8 @@ def estimate_message_tokens(message: ChatMessage) -> int:
     return estimate_text_tokens(_serialized(_message_payload(message))) + estimate_all_image_tokens([message])
 
 
-def estimate_request_tokens(request: ModelRequest) -> int:
-    """The estimate: characters of the serialized system prompt, messages and tools, divided by four,
-    plus each image's fixed estimate."""
+def _request_text(request: ModelRequest) -> str:
+    """The system prompt, messages (without images) and tool definitions, serialized as JSON."""
     payload = {
         "system": request.system,
         "messages": [_message_payload(message) for message in request.messages],
@@ -105,7 +111,22 @@ def estimate_request_tokens(request: ModelRequest) -> int:
             for spec in request.tools
         ],
     }
-    return estimate_text_tokens(_serialized(payload)) + estimate_all_image_tokens(request.messages)
+    return _serialized(payload)
+
+
+def estimate_request_tokens(request: ModelRequest) -> int:
+    """The estimate: characters of the serialized system prompt, messages and tools, divided by four,
+    plus each image's fixed estimate."""
+    return estimate_text_tokens(_request_text(request)) + estimate_all_image_tokens(request.messages)
+
+
+def request_tokens_bound(request: ModelRequest) -> int:
+    """The most input tokens the request can be billed (what a credit hold takes): one token per
+    byte of its serialized text, ``IMAGE_TOKENS_BOUND`` per image and ``FRAMING_TOKENS_BOUND``."""
+    images = sum(
+        1 for message in request.messages for block in message.content if block.get("type") == "image"
+    )
+    return len(_request_text(request).encode("utf-8")) + images * IMAGE_TOKENS_BOUND + FRAMING_TOKENS_BOUND
 
 
 def count_request_tokens(

@@ -139,6 +139,7 @@ ModelStreamEvent = TextDelta | ReasoningDelta | ToolCallRequested | ModelRespons
 
 ModelErrorKind = Literal[
     "insufficient_credits",
+    "no_price",
     "rate_limited",
     "overloaded",
     "server",

@@ -34,6 +34,8 @@ class StopReason(models.TextChoices):
     TOOL_ERROR = "tool_error"
     ERROR = "error"
     INSUFFICIENT_CREDITS = "insufficient_credits"
+    # The model has no price while the tenant pays in credits or the call falls under a budget.
+    NO_PRICE = "no_price"
     APPROVAL_DENIED = "approval_denied"
     APPROVAL_EXPIRED = "approval_expired"
     CONTEXT_OVERFLOW = "context_overflow"

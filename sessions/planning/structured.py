@@ -55,8 +55,8 @@ def structured_call(
         raise PlannerCallFailed("the run was stopped", is_cancelled=True) from cancelled
     except ModelError as error:
         recorder.fail_step(step_id, error=str(error))
-        if error.kind == "insufficient_credits":
-            raise PlannerCallFailed(str(error), stop_reason="insufficient_credits") from error
+        if error.kind in ("insufficient_credits", "no_price"):
+            raise PlannerCallFailed(str(error), stop_reason=error.kind) from error
         raise PlannerCallFailed(f"the {purpose} model call failed: {error}") from error
     if completed is None:
         recorder.fail_step(step_id, error="the stream ended without a response")

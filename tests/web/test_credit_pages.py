@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from billing.amounts import CREDITS_MESSAGE
 from billing.models import Budget, BudgetScope, CreditAccount, LedgerEntry, ModelPrice
 from billing.services import credits_grant
 from sessions.services import session_create, session_post_message
@@ -40,7 +41,7 @@ def test_a_bad_amount_is_shown_on_the_form_and_nothing_is_granted(
     response = client_for(world.cast.alice).post("/settings/credits/grant/", {"amount": "-3"})
 
     assert response.status_code == 400
-    assert "Enter a number of credits, such as 10 or 2.50." in response.content.decode()
+    assert CREDITS_MESSAGE in response.content.decode()
     assert not LedgerEntry.objects.exists()
 
 

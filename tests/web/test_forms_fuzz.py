@@ -159,7 +159,7 @@ def hostile_versions(fields: dict[str, Any]) -> list[dict[str, Any]]:
 DESTRUCTIVE = ("delete", "revoke", "remove", "sign-out", "logout", "tenant/")
 # The distinct form actions the pages above show tenant A's owner (three members, one of each kind
 # of object): a page that stops showing its form fails here rather than going untested.
-FORMS_ON_THE_PAGES = 43
+FORMS_ON_THE_PAGES = 44
 
 
 def test_no_form_answers_500_to_hostile_values(cast: Cast, pages: list[str]) -> None:

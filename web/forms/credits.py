@@ -1,19 +1,23 @@
 from django import forms
-from django.core.validators import RegexValidator
 
+from billing.amounts import CREDITS_MAX_LENGTH, credits_input_validator
 from billing.models import BudgetScope
-
-CREDITS = RegexValidator(r"^\d{1,10}(\.\d{1,6})?$", message="Enter a number of credits, such as 10 or 2.50.")
 
 
 def credits_field(label: str, help_text: str) -> forms.CharField:
     return forms.CharField(
         label=label,
-        max_length=17,
-        validators=[CREDITS],
+        max_length=CREDITS_MAX_LENGTH,
+        validators=[credits_input_validator],
         help_text=help_text,
         widget=forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off"}),
     )
+
+
+class CreditSettingForm(forms.Form):
+    """Turn credits on or off (the settings page's button sends the state it asks for)."""
+
+    state = forms.ChoiceField(choices=[("on", "On"), ("off", "Off")])
 
 
 class CreditGrantForm(forms.Form):

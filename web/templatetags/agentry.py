@@ -51,6 +51,7 @@ STATUS_LABELS = {
     "awaiting_approval": "awaiting approval",
     "awaiting_input": "waiting for your answer",
     "end_turn": "end of turn",
+    "no_price": "no price for this model",
 }
 
 

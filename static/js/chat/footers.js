@@ -4,6 +4,8 @@ import { config, url } from "./page.js";
 import { ensureTurn, footerOf, showChildUsage } from "./turns.js";
 
 const RETRYABLE = ["failed", "cancelled", "timeout"];
+// Stop reasons whose words alone would not say it (as web/templatetags/agentry.py STATUS_LABELS).
+const REASON_LABELS = { no_price: "no price for this model" };
 
 export function fillFooter(run, data) {
   const footer = footerOf(ensureTurn(run));
@@ -16,7 +18,7 @@ export function fillFooter(run, data) {
     return element;
   }
   if (run.status !== "completed") add("span", "badge tone-" + (run.status === "cancelled" ? "muted" : "error"), run.status);
-  if (data.stop_reason && data.stop_reason !== "end_turn" && data.stop_reason !== run.status) add("span", "small muted", data.stop_reason.replace(/_/g, " "));
+  if (data.stop_reason && data.stop_reason !== "end_turn" && data.stop_reason !== run.status) add("span", "small muted", REASON_LABELS[data.stop_reason] || data.stop_reason.replace(/_/g, " "));
   if (data.error) add("span", "run-error small", data.error.length > 300 ? data.error.slice(0, 299) + "…" : data.error);
   // A plan's answer counts its executors' and sub-agents' tokens, as its cost does.
   const usage = data.tree_usage || data.usage || {};
