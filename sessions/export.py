@@ -14,6 +14,8 @@ from sessions.branches import messages_in_order, shown_path
 from sessions.models import MessageRole, Session
 
 SPOKEN_ROLES = (MessageRole.USER, MessageRole.ASSISTANT)
+# Follows an answer its run stopped while it streamed (the text is what streamed until then).
+STOPPED_NOTE = "*(stopped)*"
 
 
 def exported_messages(session: Session) -> list[dict[str, Any]]:
@@ -28,6 +30,7 @@ def exported_messages(session: Session) -> list[dict[str, Any]]:
         {
             "role": message.role,
             "text": message.text,
+            "is_stopped": message.is_stopped,
             "attachments": [
                 {key: block[key] for key in ("file_id", "name", "content_type", "size")}
                 for block in message.content
@@ -60,6 +63,8 @@ def session_as_markdown(session: Session) -> str:
     for message in exported_messages(session):
         speaker = "You" if message["role"] == MessageRole.USER else session.agent.name
         lines += [f"## {speaker}", "", message["text"].strip(), ""]
+        if message["is_stopped"]:
+            lines += [STOPPED_NOTE, ""]
         lines += [f"- Attached: {attachment['name']}" for attachment in message["attachments"]]
         lines += [_source_line(citation) for citation in message["citations"]]
         if message["attachments"] or message["citations"]:

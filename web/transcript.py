@@ -72,6 +72,8 @@ class Part:
     kind: Literal["text", "reasoning", "tool"]
     text: str = ""
     tool: ToolCard | None = None
+    # Text of an answer the run stopped while it streamed.
+    is_stopped: bool = False
 
 
 @dataclass
@@ -146,7 +148,7 @@ def _assistant_parts(
     for block in message.content:
         kind = block.get("type")
         if kind == "text" and block.get("text"):
-            parts.append(Part(kind="text", text=block["text"]))
+            parts.append(Part(kind="text", text=block["text"], is_stopped=message.is_stopped))
         elif kind == "reasoning" and block.get("text"):
             parts.append(Part(kind="reasoning", text=block["text"]))
         elif kind == "tool_call":

@@ -1,0 +1,44 @@
+"""How the chat and the run pages show what a run did, in Chromium: a stopped answer after a reload."""
+
+import math
+
+from playwright.sync_api import Page, expect
+
+from sessions.models import Message, Run
+from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, reload_chat, send, sign_in
+from tests.conftest import Cast
+from tests.factories import make_agent
+from tests.fake_model_server import FakeModelServer, Turn
+from tests.live import wait_until
+
+pytestmark = BROWSER_MARKS
+
+STOPPED_NOTE = "Stopped: the answer ends here."
+
+
+def test_a_stopped_answer_keeps_its_text_marked_stopped_after_a_reload(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Slow writer", model_provider="anthropic")
+    fake_model.script(Turn(text="slow " * 400, chunk_size=5, chunk_delay=0.02))
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "Write slowly")
+    expect(page.locator(".part-text.is-streaming")).to_contain_text("slow slow slow")
+    page.get_by_role("button", name="Stop").click()
+    expect(last_answer(page).locator(".run-footer .badge")).to_have_text("cancelled")
+    expect(last_answer(page).locator("[data-stopped-note]")).to_have_text(STOPPED_NOTE)
+    run = wait_until(lambda: Run.objects.filter(session__agent=agent, status="cancelled").first(), timeout=10)
+    stored = Message.objects.get(run=run, role="assistant")
+    live_text = last_answer(page).locator(".part-text").inner_text()
+    reload_chat(page)
+
+    answer = last_answer(page)
+    expect(answer.locator(".part-text")).to_have_text(stored.text.strip())
+    expect(answer.locator("[data-stopped-note]")).to_have_text(STOPPED_NOTE)
+    expect(answer.locator(".run-footer .badge")).to_have_text("cancelled")
+    assert stored.is_stopped
+    assert stored.text.strip() == live_text.strip()
+    assert stored.text.startswith("slow slow slow")
+    assert (stored.input_tokens, stored.output_tokens) == (10, math.ceil(len(stored.text) / 4))
