@@ -23,6 +23,7 @@ from sessions.selectors import (
     session_get_for_actor,
 )
 from sessions.state import TERMINAL_RUN_STATUSES
+from sessions.tool_outcomes import ToolCallOutcome, tool_call_outcome
 from tenants.actors import Actor
 from tenants.models import Role
 from web.chat_branches import attach_branches, off_branch_runs, pending_answer_branch, runs_on_path
@@ -58,13 +59,13 @@ class ToolCard:
     child: ChildRun | None = None
 
     @property
-    def state(self) -> str:
-        """pending, done, error or denied: what the card's badge says."""
-        if self.approval is not None and self.approval.decision == "deny":
-            return "denied"
-        if self.result is None:
-            return "pending"
-        return "error" if self.is_error else "done"
+    def state(self) -> ToolCallOutcome:
+        """pending, done, error or denied: what the card's badge says (as the run page's)."""
+        return tool_call_outcome(
+            has_result=self.result is not None,
+            is_error=self.is_error,
+            is_denied=self.approval is not None and self.approval.decision == "deny",
+        )
 
 
 @dataclass

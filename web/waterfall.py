@@ -12,6 +12,7 @@ from typing import Any
 from django.urls import reverse
 
 from sessions.models import Run, RunEvent, Step
+from sessions.tool_outcomes import step_display_status
 
 # A bar is never drawn thinner than this (percent of the axis), so an instant still shows.
 MIN_WIDTH_PERCENT = 0.5
@@ -74,7 +75,7 @@ def step_spans(steps: Iterable[Step]) -> list[Span]:
         if step.started_at is None:
             continue
         label = step_label(step, model_calls)
-        spans.append(Span(step.kind, label, step.status, step.started_at, step.finished_at))
+        spans.append(Span(step.kind, label, step_display_status(step), step.started_at, step.finished_at))
     return spans
 
 

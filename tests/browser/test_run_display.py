@@ -42,3 +42,26 @@ def test_a_stopped_answer_keeps_its_text_marked_stopped_after_a_reload(
     assert stored.text.strip() == live_text.strip()
     assert stored.text.startswith("slow slow slow")
     assert (stored.input_tokens, stored.output_tokens) == (10, math.ceil(len(stored.text) / 4))
+
+
+def test_a_failed_tool_call_reads_error_in_the_chat_and_on_the_run_page(
+    page: Page, cast: Cast, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Divider", model_provider="anthropic")
+    fake_model.script(Turn(tool_calls=[("calculator", {"expression": "1/0"})]), Turn(text="That failed."))
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "Divide by zero")
+    card = last_answer(page).locator(".tool-card")
+    expect(card).to_have_attribute("data-state", "error")
+    expect(card.locator("[data-slot=state]")).to_have_text("error")
+    expect(last_answer(page).locator(".run-footer")).to_contain_text("Timeline")
+    last_answer(page).get_by_role("link", name="Timeline").click()
+
+    expect(page.locator(".step", has_text="Tool: calculator").locator("[data-step-status]")).to_have_text(
+        "error"
+    )
+    bar = page.locator(".waterfall-row[data-kind=tool_call]")
+    expect(bar.locator(".badge")).to_have_text("error")
+    expect(bar.locator(".badge")).to_have_class("badge tone-error")
