@@ -28,6 +28,7 @@ from tenants.actors import Actor
 from tenants.models import Role
 from web.chat_branches import attach_branches, off_branch_runs, pending_answer_branch, runs_on_path
 from web.chat_files import ArtifactCard, Attachment, artifact_card, message_attachments
+from web.waterfall import child_run_kind
 
 RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
 
@@ -42,7 +43,7 @@ class ChildRun:
 
     @property
     def kind(self) -> str:
-        return "Sub-agent" if self.run.parent_tool_call_id else "Executor"
+        return child_run_kind(self.run)
 
 
 @dataclass

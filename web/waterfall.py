@@ -79,11 +79,16 @@ def step_spans(steps: Iterable[Step]) -> list[Span]:
     return spans
 
 
+def child_run_kind(run: Run) -> str:
+    """What a child run is to its parent: a sub-agent (started by a tool call) or a plan's executor."""
+    return "Sub-agent" if run.parent_tool_call_id else "Executor"
+
+
 def child_spans(children: Iterable[Run]) -> list[Span]:
     """Executors and sub-agents, each linking to its own run page."""
     spans = []
     for child in children:
-        kind = "Sub-agent" if child.parent_tool_call_id else "Executor"
+        kind = child_run_kind(child)
         label = f"{kind}: {child.title}" if child.title else kind
         start = child.started_at or child.created_at
         href = reverse("web:run-detail", kwargs={"run_id": child.pk})

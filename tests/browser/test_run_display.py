@@ -4,7 +4,7 @@ import math
 
 from playwright.sync_api import Page, expect
 
-from sessions.models import Message, Run
+from sessions.models import Message, Run, RunStatus, Session
 from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, reload_chat, send, sign_in
 from tests.conftest import Cast
 from tests.factories import make_agent
@@ -65,3 +65,30 @@ def test_a_failed_tool_call_reads_error_in_the_chat_and_on_the_run_page(
     bar = page.locator(".waterfall-row[data-kind=tool_call]")
     expect(bar.locator(".badge")).to_have_text("error")
     expect(bar.locator(".badge")).to_have_class("badge tone-error")
+
+
+def test_from_a_plans_page_to_its_executor_and_back(page: Page, cast: Cast) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Planner")
+    session = Session.objects.create(tenant=cast.tenant_a, agent=agent, created_by=cast.bob, title="Plan")
+    plan = Run.objects.create(
+        tenant=cast.tenant_a, session=session, agent=agent, created_by=cast.bob, status=RunStatus.COMPLETED
+    )
+    executor = Run.objects.create(
+        tenant=cast.tenant_a,
+        session=session,
+        agent=agent,
+        created_by=cast.bob,
+        parent_run=plan,
+        title="s1: What is 6*7?",
+        status=RunStatus.COMPLETED,
+    )
+    sign_in(page, "bob@a.test", "bob-password")
+
+    page.goto(f"/runs/{plan.pk}/")
+    page.locator("[data-child-runs]").get_by_role("link", name="Executor: s1: What is 6*7?").click()
+    page.wait_for_url(f"**/runs/{executor.pk}/")
+    expect(page.locator("[data-parent-run]")).to_contain_text("Executor “s1: What is 6*7?” of run")
+    page.locator("[data-parent-run]").get_by_role("link", name=str(plan.pk)[:8]).click()
+
+    page.wait_for_url(f"**/runs/{plan.pk}/")
+    expect(page.locator("[data-child-runs] li")).to_have_count(1)
