@@ -92,3 +92,28 @@ def test_from_a_plans_page_to_its_executor_and_back(page: Page, cast: Cast) -> N
 
     page.wait_for_url(f"**/runs/{plan.pk}/")
     expect(page.locator("[data-child-runs] li")).to_have_count(1)
+
+
+def plan_answer_items(page: Page) -> list[str]:
+    """The inner HTML of each list item of the plan's final answer (not of its executors' blocks)."""
+    answer = last_answer(page).locator(":scope > .turn-body > .part-text").last
+    expect(answer.locator("li")).to_have_count(2)
+    return answer.locator("li").evaluate_all("items => items.map(item => item.innerHTML)")
+
+
+def test_the_readme_plan_demo_renders_the_persons_words_as_written(page: Page, cast: Cast) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Demo assistant", planning_mode="auto")
+    sign_in(page, "bob@a.test", "bob-password")
+    open_chat(page, agent)
+
+    send(page, "1. What is 6*7?\n2. What time is it?")
+    expect(last_answer(page).locator(".child-run")).to_have_count(2)
+    expect(page.locator("[data-chat-status]")).to_have_text("idle")
+    live = plan_answer_items(page)
+    reload_chat(page)
+    reloaded = plan_answer_items(page)
+
+    for items in (live, reloaded):
+        assert items[0] == "What is 6*7? [s1]: 6*7 = 42."
+        assert items[1].startswith("What time is it? [s2]: The current time is ")
+    assert last_answer(page).locator(":scope > .turn-body > .part-text em").count() == 0
