@@ -98,6 +98,12 @@ def test_a_cancelled_answer_keeps_its_streamed_text_marked_stopped_and_its_token
     assert run["unpriced_model_calls"] == 0
     step = Step.objects.get(run_id=run_id, kind="model_call")
     assert (step.status, step.input_tokens, step.output_tokens) == ("failed", 10, output_tokens)
+    browser = Client()
+    browser.force_login(cast.bob)
+    run_page = browser.get(f"/runs/{run_id}/").content.decode()
+    # The run page's model call step: failed (stopped), with its tokens and its cost (a fraction of a cent).
+    assert f'<span class="small muted">10 in · {output_tokens} out</span>' in run_page
+    assert '<span class="small muted" data-step-cost>$0.000' in run_page
     completed = RunEvent.objects.get(run_id=run_id, type="message.completed")
     assert (completed.data["content"], completed.data["is_stopped"]) == (
         [{"type": "text", "text": text}],
