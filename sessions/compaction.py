@@ -300,10 +300,12 @@ class SessionCompactionRecorder:
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         """The usage is stored on the snapshot."""
 
-    def fail_step(self, step_id: str, *, error: str) -> None:
+    def fail_step(self, step_id: str, *, error: str, usage: Usage | None = None) -> None:
         """A failed summary raises to the caller."""
 
-    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+    def append_message(
+        self, message: ChatMessage, *, usage: Usage | None = None, is_stopped: bool = False
+    ) -> None:
         raise RuntimeError("a compaction outside a run appends no messages")
 
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:

@@ -9,11 +9,14 @@ yet) too.
 import json
 from typing import Any
 
+from core.markdown import markdown_escape
 from files.citations import citations_by_run, cited_in, citing_run_ids
 from sessions.branches import messages_in_order, shown_path
 from sessions.models import MessageRole, Session
 
 SPOKEN_ROLES = (MessageRole.USER, MessageRole.ASSISTANT)
+# Follows an answer its run stopped while it streamed (the text is what streamed until then).
+STOPPED_NOTE = "*(stopped)*"
 
 
 def exported_messages(session: Session) -> list[dict[str, Any]]:
@@ -28,6 +31,7 @@ def exported_messages(session: Session) -> list[dict[str, Any]]:
         {
             "role": message.role,
             "text": message.text,
+            "is_stopped": message.is_stopped,
             "attachments": [
                 {key: block[key] for key in ("file_id", "name", "content_type", "size")}
                 for block in message.content
@@ -56,11 +60,23 @@ def session_as_json(session: Session) -> str:
 
 
 def session_as_markdown(session: Session) -> str:
-    lines = [f"# {session.title or 'Conversation'}", "", f"With {session.agent.name}.", ""]
+    """The answers are Markdown already; titles, names and what people typed are text, escaped."""
+    agent_name = markdown_escape(session.agent.name)
+    lines = [f"# {markdown_escape(session.title or 'Conversation')}", "", f"With {agent_name}.", ""]
     for message in exported_messages(session):
-        speaker = "You" if message["role"] == MessageRole.USER else session.agent.name
-        lines += [f"## {speaker}", "", message["text"].strip(), ""]
-        lines += [f"- Attached: {attachment['name']}" for attachment in message["attachments"]]
+        is_user = message["role"] == MessageRole.USER
+        text = message["text"].strip()
+        lines += [
+            f"## {'You' if is_user else agent_name}",
+            "",
+            markdown_escape(text) if is_user else text,
+            "",
+        ]
+        if message["is_stopped"]:
+            lines += [STOPPED_NOTE, ""]
+        lines += [
+            f"- Attached: {markdown_escape(attachment['name'])}" for attachment in message["attachments"]
+        ]
         lines += [_source_line(citation) for citation in message["citations"]]
         if message["attachments"] or message["citations"]:
             lines.append("")
@@ -69,7 +85,7 @@ def session_as_markdown(session: Session) -> str:
 
 def _source_line(citation: dict[str, Any]) -> str:
     where = f", page {citation['page']}" if citation["page"] is not None else ""
-    return f"- [{citation['number']}] {citation['document']}{where}"
+    return f"- [{citation['number']}] {markdown_escape(citation['document'])}{where}"
 
 
 def export_file_name(session: Session, extension: str) -> str:

@@ -121,28 +121,30 @@ class DjangoRunRecorder:
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None:
         step = self._steps.pop(step_id)
-        tokens = usage.as_dict() if usage is not None else {}
-        tokens.pop("total_tokens", None)
-        cost = self._cost(step, usage)
         with self.batch():
             step_transition(
                 step,
                 StepStatus.COMPLETED,
                 output=redact_tool_arguments(output),
                 finished_at=timezone.now(),
-                **tokens,
-                **({"cost_micros": cost} if cost is not None else {}),
+                **self._spent_fields(step, usage),
             )
-            totals = {name: value for name, value in tokens.items() if value}
-            if step.kind == "model_call":
-                totals["model_calls"] = 1
-                if cost is None:
-                    totals["unpriced_model_calls"] = 1
-                elif cost:
-                    totals["cost_micros"] = cost
-            if totals:
-                update_row(Run, self.run.pk, increments=totals)
             self.emit("step.completed", _step_end_data(step))
+
+    def _spent_fields(self, step: Step, usage: Usage | None) -> dict[str, int]:
+        """The step's tokens and cost, added to the run's totals (a model call counts as one)."""
+        tokens = usage.as_dict() if usage is not None else {}
+        cost = self._cost(step, usage)
+        totals = {name: value for name, value in tokens.items() if value}
+        if step.kind == "model_call":
+            totals["model_calls"] = 1
+            if cost is None:
+                totals["unpriced_model_calls"] = 1
+            elif cost:
+                totals["cost_micros"] = cost
+        if totals:
+            update_row(Run, self.run.pk, increments=totals)
+        return {**tokens, **({"cost_micros": cost} if cost is not None else {})}
 
     def _cost(self, step: Step, usage: Usage | None) -> int | None:
         """A model call's cost; None when its price is unknown (or the step is no model call)."""
@@ -157,14 +159,18 @@ class DjangoRunRecorder:
                 return step_id
         return None
 
-    def fail_step(self, step_id: str, *, error: str) -> None:
+    def fail_step(self, step_id: str, *, error: str, usage: Usage | None = None) -> None:
+        """A stopped model call's ``usage`` counts in the step and the run, as a finished call's."""
         step = self._steps.pop(step_id)
         error = storable_text(error)  # a provider's error text can hold what PostgreSQL refuses
         with self.batch():
-            step_transition(step, StepStatus.FAILED, error=error, finished_at=timezone.now())
+            spent = self._spent_fields(step, usage) if usage is not None else {}
+            step_transition(step, StepStatus.FAILED, error=error, finished_at=timezone.now(), **spent)
             self.emit("step.completed", {**_step_end_data(step), "error": error})
 
-    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+    def append_message(
+        self, message: ChatMessage, *, usage: Usage | None = None, is_stopped: bool = False
+    ) -> None:
         with self.batch():
             message_id = Message.objects.create(
                 tenant_id=self.run.tenant_id,
@@ -176,6 +182,7 @@ class DjangoRunRecorder:
                 run=self.run,
                 input_tokens=usage.input_tokens if usage else 0,
                 output_tokens=usage.output_tokens if usage else 0,
+                is_stopped=is_stopped,
             ).pk
             self._latest_id = message_id
 

@@ -136,8 +136,9 @@ def test_an_offline_auto_agent_plans_a_numbered_list_on_worker_processes(
     steps = PlanStep.objects.filter(plan__run_id=run_id).order_by("index")
     assert [(step.key, step.status, step.result) for step in steps] == [
         ("s1", "completed", "2+3 = 5."),
-        ("s2", "completed", "4*5 = 20."),
+        ("s2", "completed", "4\\*5 = 20."),
     ]
     assert run.messages.filter(role="assistant").order_by("position").last().text == (  # type: ignore[union-attr]
-        "Here is what the plan's steps found:\n- what is 2+3? [s1]: 2+3 = 5.\n- what is 4*5? [s2]: 4*5 = 20."
+        "Here is what the plan's steps found:\n- what is 2+3? [s1]: 2+3 = 5.\n"
+        "- what is 4\\*5? [s2]: 4\\*5 = 20."
     )

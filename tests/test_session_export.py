@@ -82,3 +82,22 @@ def test_another_tenant_gets_404_and_an_unknown_kind_a_400(
         {"as": ["Choose markdown or json."]},
     )
     assert counts == (Message.objects.count(), Run.objects.count(), StoredFile.objects.count())
+
+
+def test_markdown_escapes_the_title_the_agents_name_and_what_people_typed_but_not_the_answers(
+    cast: Cast, alice_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="R&D *bot*", model_provider="anthropic", model_name="m")
+    fake_model.script(Turn(text="6*7 = **42**."))
+    session_id = start_session(alice_api, agent.pk)
+    alice_api.patch(f"/api/v1/sessions/{session_id}/", {"title": "Sums_v2 #1"}, format="json")
+    run_id = post(alice_api, session_id, "1. What is 6*7?\n2. What time is it?").json()["run"]["id"]
+    execute_run(run_id)
+
+    markdown = alice_api.get(f"/api/v1/sessions/{session_id}/export/").content.decode()
+
+    assert markdown == (
+        "# Sums\\_v2 #1\n\nWith R\\&D \\*bot\\*.\n\n"
+        "## You\n\n1\\. What is 6\\*7?\n2\\. What time is it?\n\n"
+        "## R\\&D \\*bot\\*\n\n6*7 = **42**.\n"
+    )

@@ -333,4 +333,4 @@ def test_the_offline_model_delegates_on_request(cast: Cast, bob_api: APIClient) 
     assert (parent.status, child.status, child.title) == ("completed", "completed", "what is 6*7?")
     answer = parent.messages.filter(role="assistant").order_by("position").last()
     assert answer is not None
-    assert answer.text == "The sub-agent answered: 6*7 = 42."
+    assert answer.text == "The sub-agent answered: 6\\*7 = 42."

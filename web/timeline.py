@@ -13,7 +13,14 @@ from sessions.selectors import events_for_run, run_get_for_actor
 from sessions.state import TERMINAL_RUN_STATUSES
 from tenants.actors import Actor
 from web.templatetags.agentry import status_label
-from web.waterfall import Waterfall, child_spans, step_spans, wait_spans, waterfall_layout
+from web.waterfall import (
+    Waterfall,
+    child_run_kind,
+    child_spans,
+    step_spans,
+    wait_spans,
+    waterfall_layout,
+)
 
 DELTA_TYPES = {"text.delta": "Text streamed", "reasoning.delta": "Reasoning streamed"}
 
@@ -31,6 +38,14 @@ class TimelineEntry:
 
 
 @dataclass(frozen=True)
+class ChildRow:
+    """One executor or sub-agent as its parent's page lists it."""
+
+    run: Run
+    kind: str
+
+
+@dataclass(frozen=True)
 class RunTimeline:
     run: Run
     steps: list[Step]
@@ -42,7 +57,11 @@ class RunTimeline:
     is_finished: bool
     duration_seconds: float | None
     waterfall: Waterfall
-    children: list[Run]
+    # A child run's parent (a plan, or the run whose tool call started a sub-agent): its page links back.
+    parent: Run | None
+    # What the run is to its parent ("Executor", "Sub-agent"); empty for a top-level run.
+    kind: str
+    children: list[ChildRow]
     # Tokens of the run with its executors' and sub-agents' (its own when it has none).
     total_tokens: int
 
@@ -192,7 +211,7 @@ def timeline_entries(events: list[RunEvent]) -> list[TimelineEntry]:
 
 def run_timeline(*, actor: Actor, run_id: Any) -> RunTimeline:
     run = run_get_for_actor(actor=actor, run_id=run_id)
-    run = Run.objects.select_related("agent", "session", "created_by").get(pk=run.pk)
+    run = Run.objects.select_related("agent", "session", "created_by", "parent_run").get(pk=run.pk)
     config = run.agent_config or {}
     label_agent = Agent(
         model_provider=config.get("model_provider", "offline"), model_name=config.get("model_name", "")
@@ -217,6 +236,8 @@ def run_timeline(*, actor: Actor, run_id: Any) -> RunTimeline:
             start=run.started_at or run.created_at,
             end=run.finished_at or timezone.now(),
         ),
-        children=children,
+        parent=run.parent_run,
+        kind=child_run_kind(run) if run.parent_run_id else "",
+        children=[ChildRow(run=child, kind=child_run_kind(child)) for child in children],
         total_tokens=run.usage["total_tokens"] + sum(child.usage["total_tokens"] for child in children),
     )

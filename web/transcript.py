@@ -23,10 +23,12 @@ from sessions.selectors import (
     session_get_for_actor,
 )
 from sessions.state import TERMINAL_RUN_STATUSES
+from sessions.tool_outcomes import ToolCallOutcome, tool_call_outcome
 from tenants.actors import Actor
 from tenants.models import Role
 from web.chat_branches import attach_branches, off_branch_runs, pending_answer_branch, runs_on_path
 from web.chat_files import ArtifactCard, Attachment, artifact_card, message_attachments
+from web.waterfall import child_run_kind
 
 RETRYABLE_STATUSES = ("failed", "cancelled", "timeout")
 
@@ -41,7 +43,7 @@ class ChildRun:
 
     @property
     def kind(self) -> str:
-        return "Sub-agent" if self.run.parent_tool_call_id else "Executor"
+        return child_run_kind(self.run)
 
 
 @dataclass
@@ -58,13 +60,13 @@ class ToolCard:
     child: ChildRun | None = None
 
     @property
-    def state(self) -> str:
-        """pending, done, error or denied: what the card's badge says."""
-        if self.approval is not None and self.approval.decision == "deny":
-            return "denied"
-        if self.result is None:
-            return "pending"
-        return "error" if self.is_error else "done"
+    def state(self) -> ToolCallOutcome:
+        """pending, done, error or denied: what the card's badge says (as the run page's)."""
+        return tool_call_outcome(
+            has_result=self.result is not None,
+            is_error=self.is_error,
+            is_denied=self.approval is not None and self.approval.decision == "deny",
+        )
 
 
 @dataclass
@@ -72,6 +74,8 @@ class Part:
     kind: Literal["text", "reasoning", "tool"]
     text: str = ""
     tool: ToolCard | None = None
+    # Text of an answer the run stopped while it streamed.
+    is_stopped: bool = False
 
 
 @dataclass
@@ -146,7 +150,7 @@ def _assistant_parts(
     for block in message.content:
         kind = block.get("type")
         if kind == "text" and block.get("text"):
-            parts.append(Part(kind="text", text=block["text"]))
+            parts.append(Part(kind="text", text=block["text"], is_stopped=message.is_stopped))
         elif kind == "reasoning" and block.get("text"):
             parts.append(Part(kind="reasoning", text=block["text"]))
         elif kind == "tool_call":

@@ -12,6 +12,7 @@ from typing import Any
 from django.urls import reverse
 
 from sessions.models import Run, RunEvent, Step
+from sessions.tool_outcomes import step_display_status
 
 # A bar is never drawn thinner than this (percent of the axis), so an instant still shows.
 MIN_WIDTH_PERCENT = 0.5
@@ -74,15 +75,20 @@ def step_spans(steps: Iterable[Step]) -> list[Span]:
         if step.started_at is None:
             continue
         label = step_label(step, model_calls)
-        spans.append(Span(step.kind, label, step.status, step.started_at, step.finished_at))
+        spans.append(Span(step.kind, label, step_display_status(step), step.started_at, step.finished_at))
     return spans
+
+
+def child_run_kind(run: Run) -> str:
+    """What a child run is to its parent: a sub-agent (started by a tool call) or a plan's executor."""
+    return "Sub-agent" if run.parent_tool_call_id else "Executor"
 
 
 def child_spans(children: Iterable[Run]) -> list[Span]:
     """Executors and sub-agents, each linking to its own run page."""
     spans = []
     for child in children:
-        kind = "Sub-agent" if child.parent_tool_call_id else "Executor"
+        kind = child_run_kind(child)
         label = f"{kind}: {child.title}" if child.title else kind
         start = child.started_at or child.created_at
         href = reverse("web:run-detail", kwargs={"run_id": child.pk})

@@ -9,6 +9,8 @@ from typing import Literal
 from agents.runtime.coalescer import DeltaCoalescer
 from agents.runtime.stop_signal import StopSignal
 from agents.runtime.types import (
+    ChatMessage,
+    ContentBlock,
     ModelClient,
     ModelError,
     ModelRequest,
@@ -31,6 +33,9 @@ InterruptionReason = Literal[
     "insufficient_credits",
     "no_price",
 ]
+# Stops that end the run: the answer streamed so far is kept, marked as stopped. After the
+# others (a lost lease, a shutdown) another worker resumes the run and asks the model again.
+ENDING_STOPS = ("cancelled", "timeout")
 # Model errors that end the run with their own stop reason rather than ``llm_error``.
 ERROR_KIND_REASONS: dict[str, InterruptionReason] = {
     "context_overflow": "context_overflow",
@@ -72,12 +77,15 @@ def call_model(
         )
         recorder.emit("message.started", {"role": "assistant"})
     coalescer = DeltaCoalescer(recorder.emit, flush_seconds=flush_seconds)
+    streamed: list[str] = []
     try:
         events = model.stream(request, should_stop=lambda: stop.check() is not None)
-        response = _stream_response(events, coalescer=coalescer)
+        response = _stream_response(events, coalescer=coalescer, streamed=streamed)
     except StreamCancelled as cancelled:
         reason = stop.reason or "cancelled"
-        recorder.fail_step(step_id, error=reason)
+        _record_stopped_answer(
+            recorder, step_id, reason=reason, usage=cancelled.usage, text="".join(streamed)
+        )
         return TurnInterrupted(reason=reason, usage=cancelled.usage)
     except ModelError as error:
         recorder.fail_step(step_id, error=str(error))
@@ -96,14 +104,30 @@ def call_model(
     return response
 
 
+def _record_stopped_answer(
+    recorder: RunRecorder, step_id: str, *, reason: InterruptionReason, usage: Usage, text: str
+) -> None:
+    """The stopped call's step with the tokens it spent and, when the stop ends the run, the text
+    people saw stream: it joins the transcript marked as stopped, like a finished answer."""
+    with recorder.batch():
+        recorder.fail_step(step_id, error=reason, usage=usage)
+        if not text or reason not in ENDING_STOPS:
+            return
+        content: list[ContentBlock] = [{"type": "text", "text": text}]
+        recorder.emit("message.completed", {"content": content, "is_stopped": True})
+        recorder.append_message(ChatMessage(role="assistant", content=content), usage=usage, is_stopped=True)
+
+
 def _stream_response(
-    events: Iterator[ModelStreamEvent], *, coalescer: DeltaCoalescer
+    events: Iterator[ModelStreamEvent], *, coalescer: DeltaCoalescer, streamed: list[str]
 ) -> ModelResponseCompleted:
+    """The completed response; ``streamed`` collects its text as it arrives (kept when it stops)."""
     completed: ModelResponseCompleted | None = None
     try:
         # Tool calls are read from the completed content, so ToolCallRequested needs no handling.
         for event in events:
             if isinstance(event, TextDelta):
+                streamed.append(event.text)
                 coalescer.add("text.delta", event.text)
             elif isinstance(event, ReasoningDelta):
                 coalescer.add("reasoning.delta", event.text)

@@ -32,6 +32,7 @@ from agents.runtime.types import (
     ToolCallRequested,
     Usage,
 )
+from core.markdown import markdown_escape
 
 OFFLINE_MODEL_NAME = "offline-demo"
 PROVIDER_HINT = (
@@ -127,7 +128,9 @@ def plan_reply(request: ModelRequest) -> OfflineReply:
     expression = find_arithmetic(text)
     if expression and "calculator" in offered:
         call = _tool_call(request, "calculator", {"expression": expression})
-        return OfflineReply(text=f"Let me calculate {expression} with the calculator.", tool_call=call)
+        return OfflineReply(
+            text=f"Let me calculate {markdown_escape(expression)} with the calculator.", tool_call=call
+        )
     if "current_time" in offered and _ASKS_FOR_TIME.search(text.lower()):
         return OfflineReply(
             text="Let me check the current time.", tool_call=_tool_call(request, "current_time", {})
@@ -168,8 +171,9 @@ def _plan_results(text: str) -> str | None:
     ]
     if not steps:
         return None
+    # A step's title is the person's words; its result is its executor's answer, Markdown already.
     lines = ["Here is what the plan's steps found:"]
-    lines += [f"- {title} [{key}]: {result}" for key, title, result in steps]
+    lines += [f"- {markdown_escape(title)} [{key}]: {result}" for key, title, result in steps]
     return "\n".join(lines)
 
 
@@ -221,17 +225,21 @@ def _answer_from_results(results: list[ContentBlock], messages: list[ChatMessage
 
 
 def _describe_result(result: ContentBlock, call: ContentBlock | None) -> str:
-    content, is_error = result["content"], result.get("is_error", False)
+    """The answer's summary of a tool result: the tool's output is text, a sub-agent's answer Markdown."""
+    is_error = result.get("is_error", False)
     name = call["name"] if call else "tool"
-    if name == "calculator" and call:
-        expression = call["arguments"].get("expression", "")
-        return f"I could not calculate {expression}: {content}" if is_error else f"{expression} = {content}."
     if name == "spawn_subagent":
+        content = result["content"]
         return (
             f"The sub-agent could not answer: {content}" if is_error else f"The sub-agent answered: {content}"
         )
+    content = markdown_escape(str(result["content"]))
+    if name == "calculator" and call:
+        expression = markdown_escape(str(call["arguments"].get("expression", "")))
+        return f"I could not calculate {expression}: {content}" if is_error else f"{expression} = {content}."
     if name == "current_time":
         return f"I could not read the clock: {content}" if is_error else f"The current time is {content}."
+    name = markdown_escape(name)
     return f"The {name} tool failed: {content}" if is_error else f"The {name} tool returned: {content}"
 
 
@@ -257,14 +265,15 @@ def _describe_images(images: list[ContentBlock]) -> str:
 def _image_facts(image: ContentBlock) -> str:
     width, height = image.get("width"), image.get("height")
     dimensions = f"{width}\u00d7{height} pixels, " if width and height else ""
-    return f"{image['name']}, {image['media_type']}, {dimensions}{image['size']:,} bytes"
+    facts = f"{image['name']}, {image['media_type']}, {dimensions}{image['size']:,} bytes"
+    return markdown_escape(facts)
 
 
 def _echo(text: str) -> str:
     said = " ".join(text.split())
     if len(said) > MAX_ECHO_CHARACTERS:
         said = said[:MAX_ECHO_CHARACTERS].rstrip() + "…"
-    understood = f'You said: "{said}".' if said else "I received no text."
+    understood = f'You said: "{markdown_escape(said)}".' if said else "I received no text."
     return f"(offline demo model) {understood} {PROVIDER_HINT}"
 
 

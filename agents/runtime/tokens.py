@@ -20,6 +20,7 @@ from agents.runtime.types import (
     ModelError,
     ModelRequest,
     TokenCounter,
+    Usage,
 )
 
 logger = logging.getLogger(__name__)
@@ -147,3 +148,15 @@ def count_request_tokens(
     except ModelError as error:
         logger.info("token counting failed (%s); using the estimate", error)
         return estimate
+
+
+def usage_of_stopped_stream(reported: Usage, *, request: ModelRequest, streamed_text: str) -> Usage:
+    """What a stream stopped early spent: the provider's counts, raised to the estimate where it
+    reported less (its input count comes with the first event or only with the last, and its
+    output count only at the end), so a stopped answer never counts fewer tokens than it showed."""
+    return Usage(
+        input_tokens=reported.input_tokens or estimate_request_tokens(request),
+        output_tokens=max(reported.output_tokens, estimate_text_tokens(streamed_text)),
+        cache_read_tokens=reported.cache_read_tokens,
+        cache_write_tokens=reported.cache_write_tokens,
+    )

@@ -252,10 +252,15 @@ class RunRecorder(Protocol):
 
     def complete_step(self, step_id: str, *, output: dict[str, Any], usage: Usage | None = None) -> None: ...
 
-    def fail_step(self, step_id: str, *, error: str) -> None: ...
+    def fail_step(self, step_id: str, *, error: str, usage: Usage | None = None) -> None:
+        """End a step that failed or stopped; ``usage``: the tokens a stopped model call spent."""
+        ...
 
-    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
-        """Persist one transcript message (assistant turns and tool results)."""
+    def append_message(
+        self, message: ChatMessage, *, usage: Usage | None = None, is_stopped: bool = False
+    ) -> None:
+        """Persist one transcript message (assistant turns and tool results); ``is_stopped``: an
+        answer the run stopped while it streamed."""
         ...
 
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:

@@ -53,6 +53,7 @@ class RunViewSet(mixins.RetrieveModelMixin, TenantScopedViewSet):
             "approvals__decided_by",
             "questions__answered_by",
             Prefetch("artifacts", queryset=artifacts),
+            Prefetch("children", queryset=Run.objects.order_by("created_at", "id")),
         )
 
     @extend_schema(

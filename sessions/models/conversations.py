@@ -67,6 +67,8 @@ class Message(models.Model):
     run = models.ForeignKey("Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="messages")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    # An answer the run stopped (a cancel, its time limit) while it streamed: the text shown so far.
+    is_stopped = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

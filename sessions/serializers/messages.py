@@ -70,11 +70,18 @@ class MessageSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "position",
             "is_queued",
             "run",
+            "is_stopped",
             "input_tokens",
             "output_tokens",
             "created_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "is_stopped": {
+                "help_text": "An answer its run stopped (cancelled, timed out) while it streamed: "
+                "the text streamed until then, with the tokens it used."
+            }
+        }
 
     def get_is_queued(self, message: Message) -> bool:
         return message.position is None

@@ -115,6 +115,15 @@ class UsageSerializer(serializers.Serializer):
     total_tokens = serializers.IntegerField()
 
 
+class ChildRunSerializer(serializers.ModelSerializer):
+    """An executor of a plan or a sub-agent, as its parent run lists it."""
+
+    class Meta:
+        model = Run
+        fields = ["id", "title", "parent_tool_call_id", "status", "stop_reason", "created_at", "finished_at"]
+        read_only_fields = fields
+
+
 class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     session = serializers.UUIDField(source="session_id", read_only=True)
     agent = serializers.UUIDField(source="agent_id", read_only=True, allow_null=True)
@@ -137,6 +146,11 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     approvals = ToolApprovalSerializer(many=True, read_only=True)
     questions = UserQuestionSerializer(many=True, read_only=True, help_text="The run's ask_user questions.")
     artifacts = serializers.SerializerMethodField(help_text="The files the run's tools made, oldest first.")
+    children = ChildRunSerializer(
+        many=True,
+        read_only=True,
+        help_text="Its executors (a plan) and sub-agents, oldest first; each has this run as parent_run.",
+    )
 
     class Meta:
         model = Run
@@ -170,6 +184,7 @@ class RunSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "approvals",
             "questions",
             "artifacts",
+            "children",
         ]
         read_only_fields = fields
 
@@ -201,7 +216,7 @@ class RunSummarySerializer(RunSerializer):
         fields = [
             name
             for name in RunSerializer.Meta.fields
-            if name not in ("steps", "agent_config", "approvals", "questions", "artifacts")
+            if name not in ("steps", "agent_config", "approvals", "questions", "artifacts", "children")
         ]
         read_only_fields = fields
 

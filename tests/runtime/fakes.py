@@ -76,6 +76,8 @@ class InMemoryRecorder:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     messages: list[tuple[ChatMessage, Usage | None]] = field(default_factory=list)
+    # The answers appended as stopped while they streamed (also in ``messages``).
+    stopped_messages: list[ChatMessage] = field(default_factory=list)
     completed_results: dict[str, ToolOutcome] = field(default_factory=dict)
     # Tool calls an earlier attempt started and never ended (crash recovery).
     interrupted_calls: set[str] = field(default_factory=set)
@@ -104,14 +106,18 @@ class InMemoryRecorder:
         step = self._running_step(step_id)
         step.status, step.output, step.usage = "completed", output, usage
 
-    def fail_step(self, step_id: str, *, error: str) -> None:
+    def fail_step(self, step_id: str, *, error: str, usage: Usage | None = None) -> None:
         self._note_caller()
         step = self._running_step(step_id)
-        step.status, step.error = "failed", error
+        step.status, step.error, step.usage = "failed", error, usage
 
-    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+    def append_message(
+        self, message: ChatMessage, *, usage: Usage | None = None, is_stopped: bool = False
+    ) -> None:
         self._note_caller()
         self.messages.append((message, usage))
+        if is_stopped:
+            self.stopped_messages.append(message)
 
     def completed_tool_result(self, tool_call_id: str) -> ToolOutcome | None:
         self._note_caller()

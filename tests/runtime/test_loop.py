@@ -632,7 +632,7 @@ def run_cancelled_after(
     return result, time.monotonic() - started
 
 
-def test_a_cancel_during_a_slow_stream_stops_with_cancelled_and_counts_spent_tokens() -> None:
+def test_a_cancel_during_a_slow_stream_keeps_the_streamed_text_as_a_stopped_answer_with_its_tokens() -> None:
     full_text = "word " * 500
     turn: Turn = []
     for _ in range(500):
@@ -647,11 +647,13 @@ def test_a_cancel_during_a_slow_stream_stops_with_cancelled_and_counts_spent_tok
     assert elapsed < 2
     streamed = "".join(delta["text"] for delta in recorder.events_of("text.delta"))
     assert streamed and full_text.startswith(streamed) and streamed != full_text
-    assert "message.completed" not in recorder.event_types()
-    assert [(step.kind, step.status, step.error) for step in recorder.steps] == [
-        ("model_call", "failed", "cancelled")
+    stopped = [{"type": "text", "text": streamed}]
+    assert recorder.events_of("message.completed") == [{"content": stopped, "is_stopped": True}]
+    assert [(step.kind, step.status, step.error, step.usage) for step in recorder.steps] == [
+        ("model_call", "failed", "cancelled", Usage(10, 7))
     ]
-    assert recorder.messages == []
+    assert recorder.messages == [(ChatMessage(role="assistant", content=stopped), Usage(10, 7))]
+    assert recorder.stopped_messages == [ChatMessage(role="assistant", content=stopped)]
 
 
 @pytest.mark.parametrize("reason", ["cancelled", "timeout", "lease_lost"])
@@ -831,9 +833,11 @@ class _BatchNotingRecorder(InMemoryRecorder):
         self.calls.append(f"start {kind}")
         return super().start_step(kind=kind, input=input)
 
-    def append_message(self, message: ChatMessage, *, usage: Usage | None = None) -> None:
+    def append_message(
+        self, message: ChatMessage, *, usage: Usage | None = None, is_stopped: bool = False
+    ) -> None:
         self.calls.append(f"append {message.role}")
-        super().append_message(message, usage=usage)
+        super().append_message(message, usage=usage, is_stopped=is_stopped)
 
 
 def test_tool_results_are_recorded_in_the_batch_that_starts_the_next_model_call() -> None:

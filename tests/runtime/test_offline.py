@@ -26,6 +26,7 @@ from agents.runtime.types import (
     ToolSpec,
     Usage,
 )
+from core.markdown import markdown_escape
 from tests.runtime.fakes import InMemoryRecorder
 
 BOTH_TOOLS = [CALCULATOR_SPEC, CURRENT_TIME_SPEC]
@@ -73,7 +74,8 @@ def test_arithmetic_becomes_a_calculator_call(message: str, expression: str) -> 
     assert (call.name, call.arguments) == ("calculator", {"expression": expression})
     assert response.stop_reason == "tool_use"
     assert response.content == [
-        {"type": "text", "text": f"Let me calculate {expression} with the calculator."},
+        # The expression is text in a Markdown answer: escaped, it renders as typed.
+        {"type": "text", "text": f"Let me calculate {markdown_escape(expression)} with the calculator."},
         {"type": "tool_call", "id": call.id, "name": "calculator", "arguments": {"expression": expression}},
     ]
 
@@ -89,7 +91,7 @@ def test_arithmetic_without_a_calculator_is_echoed() -> None:
     events = stream(request(user("what is 12*7"), tools=[CURRENT_TIME_SPEC]))
 
     assert completed(events).content == [
-        {"type": "text", "text": f'(offline demo model) You said: "what is 12*7". {PROVIDER_HINT}'}
+        {"type": "text", "text": f'(offline demo model) You said: "what is 12\\*7". {PROVIDER_HINT}'}
     ]
 
 
@@ -140,7 +142,7 @@ def test_tool_results_become_the_final_answer() -> None:
     events = stream(request(*history, tools=BOTH_TOOLS))
 
     expected = (
-        "12*7 = 84. The current time is 2026-01-05T13:04:05+00:00. "
+        "12\\*7 = 84. The current time is 2026-01-05T13:04:05+00:00. "
         "I could not calculate 1/0: division by zero"
     )
     assert completed(events).content == [{"type": "text", "text": expected}]
@@ -229,7 +231,7 @@ def test_the_loop_answers_arithmetic_with_the_offline_model_and_the_calculator()
         recorder=recorder,
     )
 
-    assert (result.stop_reason, result.final_text) == ("end_turn", "12*7 = 84.")
+    assert (result.stop_reason, result.final_text) == ("end_turn", "12\\*7 = 84.")
     assert recorder.events_of("tool.result") == [
         {
             "tool_call_id": recorder.events_of("tool.call")[0]["tool_call_id"],

@@ -13,6 +13,7 @@ import pytest
 from agents.runtime.providers.anthropic_client import AnthropicModelClient
 from agents.runtime.providers.common import RAW_ARGUMENTS_KEY
 from agents.runtime.providers.openai_client import OpenAIModelClient
+from agents.runtime.tokens import estimate_request_tokens
 from agents.runtime.types import (
     ChatMessage,
     ModelClient,
@@ -295,11 +296,12 @@ def test_a_stalled_stream_times_out(provider: Provider, server: FakeModelServer)
 
 
 @pytest.mark.parametrize(
-    ("provider", "usage_so_far"),
-    [("anthropic", Usage(input_tokens=10, output_tokens=1)), ("openai", Usage())],
+    ("provider", "input_tokens_so_far"),
+    # Anthropic counts the input in its first event; OpenAI only in its last: estimated instead.
+    [("anthropic", 10), ("openai", estimate_request_tokens(HELLO))],
 )
-def test_cancelling_mid_stream_closes_the_connection(
-    provider: Provider, usage_so_far: Usage, server: FakeModelServer
+def test_cancelling_mid_stream_closes_the_connection_and_counts_what_streamed(
+    provider: Provider, input_tokens_so_far: int, server: FakeModelServer
 ) -> None:
     server.script(Turn(text="x" * 200, chunk_size=1, chunk_delay=0.05))
     stop = threading.Event()
@@ -309,13 +311,14 @@ def test_cancelling_mid_stream_closes_the_connection(
     with pytest.raises(StreamCancelled) as raised:
         for event in client_for(provider, server).stream(HELLO, should_stop=stop.is_set):
             events.append(event)
-            if len(events) == 3:
+            if len(events) == 12:
                 stop_requested_at.append(time.monotonic())
                 stop.set()
 
     assert time.monotonic() - stop_requested_at[0] < 1.0
-    assert events == [TextDelta("x")] * 3
-    assert raised.value.usage == usage_so_far
+    assert events == [TextDelta("x")] * 12
+    # Twelve characters streamed: at least three tokens of output, whatever the provider said so far.
+    assert raised.value.usage == Usage(input_tokens=input_tokens_so_far, output_tokens=3)
     assert server.wait_for_closed_streams(1, timeout=2.0) == 1
     time.sleep(0.1)
     assert server.closed_streams == 1

@@ -10,6 +10,7 @@ from billing.pricing import credits_text
 from billing.usage import UsageRow
 from sessions.models import Run, Session, Step
 from sessions.serializers import SessionLaneMixin
+from sessions.tool_outcomes import step_display_status
 from tenants.actors import Actor
 from web.forms.settings import LIMIT_LABELS
 from web.selectors import memberships_of_user
@@ -31,6 +32,11 @@ TONES = {
     "failed": "error",
     "timeout": "error",
     "cancelled": "muted",
+    # tool calls (sessions.tool_outcomes)
+    "done": "ok",
+    "error": "error",
+    "denied": "muted",
+    "skipped": "muted",
     # MCP health
     "healthy": "ok",
     "degraded": "warn",
@@ -63,6 +69,12 @@ def can(actor: Actor | None, role: str) -> bool:
 @register.filter
 def tone(status: str) -> str:
     return TONES.get(str(status), "muted")
+
+
+@register.filter
+def step_status(step: Step) -> str:
+    """What a step's badge says: a tool call's outcome (sessions.tool_outcomes)."""
+    return step_display_status(step)
 
 
 @register.filter

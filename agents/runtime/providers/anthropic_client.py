@@ -24,6 +24,7 @@ from agents.runtime.providers.common import (
     parse_tool_arguments,
     storable_event,
 )
+from agents.runtime.tokens import usage_of_stopped_stream
 from agents.runtime.types import (
     ChatMessage,
     ContentBlock,
@@ -118,7 +119,7 @@ class AnthropicModelClient:
             try:
                 for event in response:
                     if should_stop():
-                        raise StreamCancelled(accumulator.usage)
+                        raise StreamCancelled(accumulator.stopped_usage(request))
                     yield from map(storable_event, accumulator.apply(event))
             except anthropic.APIError as error:
                 raise _model_error(error) from error
@@ -268,6 +269,11 @@ class _MessageAccumulator:
         self._content: dict[int, ContentBlock] = {}
         self._stop_reason: str | None = None
         self._is_finished = False
+        self._streamed: list[str] = []
+
+    def stopped_usage(self, request: ModelRequest) -> Usage:
+        """The usage of a stream stopped now: ``message_delta``'s counts have not come yet."""
+        return usage_of_stopped_stream(self.usage, request=request, streamed_text="".join(self._streamed))
 
     def apply(self, event: sdk.RawMessageStreamEvent) -> Iterator[ModelStreamEvent]:
         if isinstance(event, sdk.RawMessageStartEvent):
@@ -301,6 +307,7 @@ class _MessageAccumulator:
         delta = event.delta
         if block is None:
             return
+        self._streamed.append(_delta_text(delta))
         if isinstance(delta, sdk.TextDelta):
             block.parts.append(delta.text)
             yield TextDelta(text=delta.text)
@@ -338,6 +345,17 @@ class _MessageAccumulator:
             self.usage.cache_read_tokens = usage.cache_read_input_tokens
         if usage.cache_creation_input_tokens is not None:
             self.usage.cache_write_tokens = usage.cache_creation_input_tokens
+
+
+def _delta_text(delta: sdk.RawContentBlockDelta) -> str:
+    """The characters a delta adds to the output (a signature is no output)."""
+    if isinstance(delta, sdk.TextDelta):
+        return delta.text
+    if isinstance(delta, sdk.ThinkingDelta):
+        return delta.thinking
+    if isinstance(delta, sdk.InputJSONDelta):
+        return delta.partial_json
+    return ""
 
 
 # --- Errors -----------------------------------------------------------------------------------------

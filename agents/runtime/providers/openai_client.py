@@ -28,6 +28,7 @@ from agents.runtime.providers.common import (
     parse_tool_arguments,
     storable_event,
 )
+from agents.runtime.tokens import usage_of_stopped_stream
 from agents.runtime.types import (
     ChatMessage,
     ContentBlock,
@@ -104,7 +105,7 @@ class OpenAIModelClient:
             try:
                 for chunk in response:
                     if should_stop():
-                        raise StreamCancelled(accumulator.usage)
+                        raise StreamCancelled(accumulator.stopped_usage(request))
                     yield from map(storable_event, accumulator.apply(chunk))
             except openai.APIError as error:
                 raise _model_error(error) from error
@@ -232,6 +233,15 @@ class _ChunkAccumulator:
         self._pending_tool_calls: dict[int, _PendingToolCall] = {}
         self._tool_calls: list[ContentBlock] = []
         self._finish_reason: str | None = None
+
+    def stopped_usage(self, request: ModelRequest) -> Usage:
+        """The usage of a stream stopped now: the usage chunk comes last, so it has not come yet."""
+        streamed = [*self._reasoning_parts, *self._text_parts]
+        for pending in self._pending_tool_calls.values():
+            streamed.extend(pending.argument_parts)
+        for block in self._tool_calls:
+            streamed.append(json.dumps(block["arguments"], ensure_ascii=False))
+        return usage_of_stopped_stream(self.usage, request=request, streamed_text="".join(streamed))
 
     def apply(self, chunk: sdk.ChatCompletionChunk) -> Iterator[ModelStreamEvent]:
         if chunk.usage is not None:

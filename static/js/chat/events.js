@@ -75,6 +75,7 @@ const HANDLERS = {
     const text = blocks.filter(function (block) { return block.type === "text"; }).map(function (block) { return block.text || ""; }).join("");
     if (text && !run.text) run.text = addPart(run, clone("tpl-text-part"));
     finishText(run.text, text || undefined);
+    if (data.is_stopped) addPart(run, clone("tpl-stopped-note"));
     finishText(run.reasoning);
     if (run.reasoning) run.reasoning.open = false;
     run.text = null;
