@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0014_member_and_tenant_indexes'),
+        ('agent_sessions', '0015_run_stop_reason_no_price'),
     ]
 
     operations = [
