@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from core.json_schemas import instance_errors
 from core.storable import storable, storable_text
 from mcp_servers.content import content_as_text
 from mcp_servers.models import McpServer, McpTransport
@@ -193,6 +194,24 @@ def _run_in_own_event_loop(function: Callable[..., Awaitable[ResultT]], *args: A
         return executor.submit(anyio.run, function, *args).result()
 
 
+class ValidatingClientSession(ClientSession):
+    """The SDK's session, with a tool's structured result checked by ``core.json_schemas``.
+
+    The SDK checks it with jsonschema's default regex engine, so a server could hold the
+    worker with a catastrophic ``pattern`` in its output schema and a matching result.
+    """
+
+    async def validate_tool_result(self, name: str, result: mcp_types.CallToolResult) -> None:
+        listing = await self.list_tools()
+        output_schema = next((tool.output_schema for tool in listing.tools if tool.name == name), None)
+        if output_schema is None:
+            return
+        if result.structured_content is None and "structured_content" not in result.model_fields_set:
+            raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+        if errors := instance_errors(dict(output_schema), result.structured_content):
+            raise RuntimeError(f"Invalid structured content returned by tool {name}: {errors[0]}")
+
+
 async def _session_run(
     connection: Connection,
     operation: Callable[[ClientSession], Awaitable[ResultT]],
@@ -203,7 +222,7 @@ async def _session_run(
     with anyio.fail_after(connect_timeout + call_timeout + TEARDOWN_GRACE_SECONDS):
         async with (
             _open_transport(connection, errlog) as (read_stream, write_stream),
-            ClientSession(read_stream, write_stream, client_info=CLIENT_INFO) as session,
+            ValidatingClientSession(read_stream, write_stream, client_info=CLIENT_INFO) as session,
         ):
             try:
                 with anyio.fail_after(connect_timeout):

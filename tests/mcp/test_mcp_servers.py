@@ -377,7 +377,9 @@ def test_a_tool_with_an_invalid_schema_is_skipped_and_the_server_degraded(
         demo.mcp.remove_tool("broken")
 
     assert result["health_status"] == "degraded"
-    assert result["last_error"].startswith("tool 'broken': its input schema is invalid: ")
+    assert result["last_error"].startswith(
+        "tool 'broken': its input schema cannot be used: Not a valid JSON Schema: "
+    )
     assert result["changes"]["issues"] == [result["last_error"]]
     assert [tool["name"] for tool in result["tools"]] == DEMO_TOOLS
 
