@@ -74,7 +74,7 @@ def instance_errors(schema: dict[str, Any], instance: Any) -> list[str]:
     """Each way ``instance`` breaks ``schema``, as ``path: message``; a schema that cannot be
     used is reported as one error rather than applied."""
     if problem := schema_problem(schema):
-        return [f"(schema): the tool's input schema cannot be used: {problem}"]
+        return [f"(schema): the tool's schema cannot be used: {problem}"]
     validator = _validator(schema)
     try:
         return sorted(
@@ -83,7 +83,7 @@ def instance_errors(schema: dict[str, Any], instance: Any) -> list[str]:
         )
     except (_PatternError, referencing.exceptions.Unresolvable) as error:
         # Only a schema stored before these checks existed gets here.
-        return [f"(schema): the tool's input schema cannot be used: {error}"]
+        return [f"(schema): the tool's schema cannot be used: {error}"]
 
 
 @functools.lru_cache(maxsize=512)

@@ -194,6 +194,10 @@ def _run_in_own_event_loop(function: Callable[..., Awaitable[ResultT]], *args: A
         return executor.submit(anyio.run, function, *args).result()
 
 
+class InvalidToolResult(Exception):
+    """A tool's structured result does not match the output schema its server declared."""
+
+
 class ValidatingClientSession(ClientSession):
     """The SDK's session, with a tool's structured result checked by ``core.json_schemas``.
 
@@ -207,9 +211,9 @@ class ValidatingClientSession(ClientSession):
         if output_schema is None:
             return
         if result.structured_content is None and "structured_content" not in result.model_fields_set:
-            raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+            raise InvalidToolResult(f"tool {name} has an output schema but returned no structured content")
         if errors := instance_errors(dict(output_schema), result.structured_content):
-            raise RuntimeError(f"Invalid structured content returned by tool {name}: {errors[0]}")
+            raise InvalidToolResult(f"tool {name} returned a result its output schema refuses: {errors[0]}")
 
 
 async def _session_run(
@@ -334,6 +338,8 @@ async def _call_tool(session: ClientSession, tool_name: str, arguments: dict[str
         # The server answered with a JSON-RPC error (unknown tool, invalid params): the
         # model should see it and may correct its call.
         return ToolCallResult(text=f"MCP error {error.code}: {error.message}", is_error=True)
+    except InvalidToolResult as error:
+        return ToolCallResult(text=str(error), is_error=True)
     return ToolCallResult(text=content_as_text(result), is_error=bool(result.is_error))
 
 

@@ -285,7 +285,7 @@ def test_a_stored_schema_with_a_reference_that_does_not_resolve_answers_400(
 
     assert (response.status_code, response.json()["error"]["fields"]) == (
         400,
-        {"arguments": [f"(schema): the tool's input schema cannot be used: {problem}"]},
+        {"arguments": [f"(schema): the tool's schema cannot be used: {problem}"]},
     )
     assert_nothing_changed(run_id)
 
@@ -305,7 +305,7 @@ def test_a_remote_reference_is_never_fetched(
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {
         "arguments": [
-            f"(schema): the tool's input schema cannot be used: The reference {reference!r} {OUTSIDE}"
+            f"(schema): the tool's schema cannot be used: The reference {reference!r} {OUTSIDE}"
         ]
     }
     assert_nothing_changed(run_id)
@@ -328,7 +328,7 @@ def test_the_chat_form_checks_edited_arguments_against_a_schema_with_references(
     assert response.status_code == 400
     assert response.json() == {
         "ok": False,
-        "message": "(schema): the tool's input schema cannot be used: "
+        "message": "(schema): the tool's schema cannot be used: "
         "The reference '#/nowhere' points to nothing in the schema.",
     }
     assert_nothing_changed(run_id)
