@@ -304,9 +304,7 @@ def test_a_remote_reference_is_never_fetched(
         assert schemas.requests == []
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {
-        "arguments": [
-            f"(schema): the tool's schema cannot be used: The reference {reference!r} {OUTSIDE}"
-        ]
+        "arguments": [f"(schema): the tool's schema cannot be used: The reference {reference!r} {OUTSIDE}"]
     }
     assert_nothing_changed(run_id)
 
