@@ -3,9 +3,10 @@
 Tool input schemas are written by tenant admins and sent by MCP servers: the people who
 write them are not the people whose processes run them. So every ``pattern`` and
 ``patternProperties`` regex runs on RE2, whose matching time grows linearly with the text
-(Python's ``re`` backtracks, and a pattern such as ``(a+)+$`` holds a process for minutes on
-a short argument), patterns RE2 cannot compile (backreferences, lookaround) are refused, and
-a ``$ref`` may only point inside its own schema: nothing is ever fetched.
+(Python's ``re`` backtracks: on a pattern such as ``(a+)+$`` its time doubles with each more
+character of the argument, holding the process and its GIL), patterns RE2 cannot compile
+(backreferences, lookaround) are refused, and a ``$ref`` may only point inside its own
+schema: nothing is ever fetched.
 """
 
 import functools
@@ -90,7 +91,7 @@ def instance_errors(schema: dict[str, Any], instance: Any) -> list[str]:
 def _cached_problem(schema_json: str) -> str:
     schema = json.loads(schema_json)
     dialect_uri = schema.get("$schema")
-    if dialect_uri is not None and dialect_uri not in DIALECTS:
+    if dialect_uri is not None and (not isinstance(dialect_uri, str) or dialect_uri not in DIALECTS):
         return "Unsupported $schema: use JSON Schema draft 6, 7, 2019-09 or 2020-12, or leave $schema out."
     dialect = DIALECTS.get(dialect_uri, DEFAULT_DIALECT)
     try:

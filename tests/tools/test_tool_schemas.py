@@ -128,6 +128,10 @@ def test_a_long_argument_against_the_catastrophic_pattern_is_checked_in_process(
             "$schema is only allowed at the top of the schema.",
         ),
         (
+            {"$schema": ["not", "a", "dialect"], "type": "object"},
+            "Unsupported $schema: use JSON Schema draft 6, 7, 2019-09 or 2020-12, or leave $schema out.",
+        ),
+        (
             {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"},
             "Unsupported $schema: use JSON Schema draft 6, 7, 2019-09 or 2020-12, or leave $schema out.",
         ),
@@ -143,6 +147,7 @@ def test_a_long_argument_against_the_catastrophic_pattern_is_checked_in_process(
         "remote reference",
         "missing reference",
         "nested $schema",
+        "not a string",
         "draft 4",
         "unevaluatedProperties",
     ],
