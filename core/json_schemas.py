@@ -93,7 +93,7 @@ def _cached_problem(schema_json: str) -> str:
     dialect_uri = schema.get("$schema")
     if dialect_uri is not None and (not isinstance(dialect_uri, str) or dialect_uri not in DIALECTS):
         return "Unsupported $schema: use JSON Schema draft 6, 7, 2019-09 or 2020-12, or leave $schema out."
-    dialect = DIALECTS.get(dialect_uri, DEFAULT_DIALECT)
+    dialect = DIALECTS[dialect_uri] if dialect_uri is not None else DEFAULT_DIALECT
     try:
         dialect.check_schema(schema, format_checker=_SCHEMA_FORMATS)
     except SchemaError as error:
