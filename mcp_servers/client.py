@@ -35,6 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from core.json_schemas import instance_errors
 from core.storable import storable, storable_text
 from mcp_servers.content import content_as_text
 from mcp_servers.models import McpServer, McpTransport
@@ -193,6 +194,28 @@ def _run_in_own_event_loop(function: Callable[..., Awaitable[ResultT]], *args: A
         return executor.submit(anyio.run, function, *args).result()
 
 
+class InvalidToolResult(Exception):
+    """A tool's structured result does not match the output schema its server declared."""
+
+
+class ValidatingClientSession(ClientSession):
+    """The SDK's session, with a tool's structured result checked by ``core.json_schemas``.
+
+    The SDK checks it with jsonschema's default regex engine, so a server could hold the
+    worker with a catastrophic ``pattern`` in its output schema and a matching result.
+    """
+
+    async def validate_tool_result(self, name: str, result: mcp_types.CallToolResult) -> None:
+        listing = await self.list_tools()
+        output_schema = next((tool.output_schema for tool in listing.tools if tool.name == name), None)
+        if output_schema is None:
+            return
+        if result.structured_content is None and "structured_content" not in result.model_fields_set:
+            raise InvalidToolResult(f"tool {name} has an output schema but returned no structured content")
+        if errors := instance_errors(dict(output_schema), result.structured_content):
+            raise InvalidToolResult(f"tool {name} returned a result its output schema refuses: {errors[0]}")
+
+
 async def _session_run(
     connection: Connection,
     operation: Callable[[ClientSession], Awaitable[ResultT]],
@@ -203,7 +226,7 @@ async def _session_run(
     with anyio.fail_after(connect_timeout + call_timeout + TEARDOWN_GRACE_SECONDS):
         async with (
             _open_transport(connection, errlog) as (read_stream, write_stream),
-            ClientSession(read_stream, write_stream, client_info=CLIENT_INFO) as session,
+            ValidatingClientSession(read_stream, write_stream, client_info=CLIENT_INFO) as session,
         ):
             try:
                 with anyio.fail_after(connect_timeout):
@@ -315,6 +338,8 @@ async def _call_tool(session: ClientSession, tool_name: str, arguments: dict[str
         # The server answered with a JSON-RPC error (unknown tool, invalid params): the
         # model should see it and may correct its call.
         return ToolCallResult(text=f"MCP error {error.code}: {error.message}", is_error=True)
+    except InvalidToolResult as error:
+        return ToolCallResult(text=str(error), is_error=True)
     return ToolCallResult(text=content_as_text(result), is_error=bool(result.is_error))
 
 

@@ -13,9 +13,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django_q.models import Schedule
-from jsonschema import SchemaError
-from jsonschema.validators import validator_for
 
+from core.json_schemas import schema_problem
 from core.outside_waits import waiting_outside
 from core.tasks import enqueue_task
 from mcp_servers.models import McpHealth, McpServer
@@ -203,8 +202,6 @@ def _wanted_tools(
 def _schema_problem(schema: dict[str, Any]) -> str:
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return 'its input schema is not a JSON Schema of "type": "object"'
-    try:
-        validator_for(schema).check_schema(schema)
-    except SchemaError as error:
-        return f"its input schema is invalid: {error.message}"
+    if problem := schema_problem(schema):
+        return f"its input schema cannot be used: {problem}"
     return ""

@@ -1,6 +1,7 @@
 """The Django-backed ``ToolProvider``: runs built-in, HTTP and MCP tools for one run.
 
-Arguments are validated against the tool's JSON Schema before any tool code runs. Calls
+Arguments are validated against the tool's JSON Schema (``core.json_schemas``) before any
+tool code runs. Calls
 run in the loop's worker threads, so each call closes the database connection its
 thread opened.
 """
@@ -10,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import jsonschema
 from django.db import connection
 
 from agents.runtime.types import ToolCallRequested, ToolOutcome, ToolSpec
+from core.json_schemas import instance_errors
 from sessions.models import Run
 from tools.builtins.base import BUILTIN_REGISTRY, ToolContext, ToolError
 from tools.http_tools import run_http_tool
@@ -33,11 +34,7 @@ def tool_context_for(run: Run) -> ToolContext:
 
 
 def argument_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema)
-    return sorted(
-        f"{'/'.join(str(part) for part in error.absolute_path) or '(arguments)'}: {error.message}"
-        for error in validator.iter_errors(arguments)
-    )
+    return instance_errors(schema, arguments)
 
 
 class DjangoToolProvider:

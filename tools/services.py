@@ -3,7 +3,6 @@
 import re
 from typing import Any
 
-import jsonschema
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
@@ -11,6 +10,7 @@ from agents.models import Agent
 from audit.models import AuditAction
 from audit.services import audit_record, audit_values
 from core.http_headers import HEADER_NAME_PATTERN, HEADER_NAME_RULE, header_values_problem
+from core.json_schemas import schema_problem
 from core.storable import UNSTORABLE_RULE, is_storable
 from tenants.actors import Actor
 from tools.models import TOOL_NAME_REGEX, AgentTool, Tool, ToolKind, ToolPolicy, ToolProfile
@@ -70,10 +70,8 @@ def _validate_tool(tool: Tool) -> None:
 def _input_schema_problem(schema: Any) -> str:
     if not is_storable(schema):
         return UNSTORABLE_RULE
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as error:
-        return f"Not a valid JSON Schema: {error.message}"
+    if problem := schema_problem(schema):
+        return problem
     if schema.get("type", "object") != "object":
         return "The arguments schema must describe an object."
     return ""

@@ -377,7 +377,9 @@ def test_a_tool_with_an_invalid_schema_is_skipped_and_the_server_degraded(
         demo.mcp.remove_tool("broken")
 
     assert result["health_status"] == "degraded"
-    assert result["last_error"].startswith("tool 'broken': its input schema is invalid: ")
+    assert result["last_error"].startswith(
+        "tool 'broken': its input schema cannot be used: Not a valid JSON Schema: "
+    )
     assert result["changes"]["issues"] == [result["last_error"]]
     assert [tool["name"] for tool in result["tools"]] == DEMO_TOOLS
 
@@ -830,4 +832,61 @@ def test_a_listed_tool_is_kept_with_what_postgresql_cannot_store_replaced() -> N
     assert (discovered.description, discovered.input_schema) == (
         "finds\ufffdthings",
         {"type": "object", "description": "\ufffd"},
+    )
+
+
+def test_a_tool_whose_schema_has_a_pattern_re2_cannot_compile_is_skipped(
+    alice_api: APIClient, demo: DemoHttpServer
+) -> None:
+    body = register_demo(alice_api, demo)
+
+    def lookahead(city: str) -> str:
+        return city
+
+    demo.mcp.add_tool(lookahead, name="lookahead")
+    listed = demo.mcp._tool_manager.get_tool("lookahead")
+    assert listed is not None
+    listed.parameters = {"type": "object", "properties": {"city": {"type": "string", "pattern": "^(?!x)"}}}
+    try:
+        result = check(alice_api, body["id"]).json()
+    finally:
+        demo.mcp.remove_tool("lookahead")
+
+    assert result["health_status"] == "degraded"
+    assert result["changes"]["issues"] == [
+        "tool 'lookahead': its input schema cannot be used: The pattern \"^(?!x)\" cannot be used: "
+        "invalid perl operator: (?!. Patterns use RE2 syntax: "
+        "no backreferences and no lookahead or lookbehind."
+    ]
+    assert not Tool.objects.filter(name="demo__lookahead").exists()
+
+
+def test_a_structured_result_is_checked_against_a_catastrophic_output_pattern_without_backtracking(
+    alice_api: APIClient, demo: DemoHttpServer
+) -> None:
+    server = McpServer.objects.get(pk=register_demo(alice_api, demo)["id"])
+    attack = "a" * 40 + "!"
+
+    def echo_city(city: str) -> dict[str, str]:
+        return {"city": city}
+
+    demo.mcp.add_tool(echo_city, name="echo_city", structured_output=True)
+    listed = demo.mcp._tool_manager.get_tool("echo_city")
+    assert listed is not None
+    # output_schema is a cached property: the SDK derives it from the return annotation.
+    listed.__dict__["output_schema"] = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "pattern": "(a+)+$"}},
+    }
+    try:
+        matching = call_server_tool(server, "echo_city", {"city": "aaaa"})
+        attacking = call_server_tool(server, "echo_city", {"city": attack})
+    finally:
+        demo.mcp.remove_tool("echo_city")
+
+    assert matching == ToolCallResult(text='{\n  "city": "aaaa"\n}', is_error=False)
+    assert attacking == ToolCallResult(
+        text="tool echo_city returned a result its output schema refuses: "
+        f"city: {attack!r} does not match '(a+)+$'",
+        is_error=True,
     )
