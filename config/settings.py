@@ -358,6 +358,9 @@ AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365)
 STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.05)
 STREAM_HEARTBEAT_SECONDS = env_float("STREAM_HEARTBEAT_SECONDS", 20.0)
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
+# Open websocket and SSE streams ask again whether their client may read them this often (and
+# before each heartbeat): a revoked key or a removed member loses its streams within it.
+STREAM_REAUTHORIZE_SECONDS = env_float("STREAM_REAUTHORIZE_SECONDS", 5.0)
 
 # --- Memory --------------------------------------------------------------------------------------
 MEMORY_RECENCY_HALF_LIFE_DAYS = env_float("MEMORY_RECENCY_HALF_LIFE_DAYS", 30.0)
