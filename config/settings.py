@@ -327,6 +327,9 @@ RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 60.0)
 RUN_LEASE_RENEW_SECONDS = env_float("RUN_LEASE_RENEW_SECONDS", RUN_LEASE_SECONDS / 4)
 # ... and reads their rows this often for cancels it was not told of and leases it lost.
 RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 1.0)
+# Each run host writes its heartbeat row (capacity, active runs) this often; GET /api/v1/workers/
+# reports a host silent for three beats as not alive.
+RUN_HOST_HEARTBEAT_SECONDS = env_float("RUN_HOST_HEARTBEAT_SECONDS", 5.0)
 # On SIGTERM a worker lets its runs finish this long, then hands the rest back to the queue.
 RUN_SHUTDOWN_GRACE_SECONDS = env_float("RUN_SHUTDOWN_GRACE_SECONDS", 10.0)
 RUN_HAND_BACK_SECONDS = env_float("RUN_HAND_BACK_SECONDS", 5.0)
