@@ -106,6 +106,12 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
         "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # While PostgreSQL is unreachable, a connection attempt fails within this (a host that drops
+    # packets would otherwise hold it for the operating system's TCP timeout), and requests
+    # answer 503 (core.middleware) rather than wait.
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int(
+        "DATABASE_CONNECT_TIMEOUT_SECONDS", 3
+    )
     # PostgreSQL binds the parameters and keeps the statements a connection repeats prepared
     # (psycopg's server-side binding; Django turns prepared statements off unless asked), where
     # it otherwise parsed and planned each of a run's statements anew: planning took two thirds
@@ -128,7 +134,10 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
             # requests would wait for in line.
             "min_size": env_int("DATABASE_POOL_MIN_SIZE", 8),
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", 16),
-            "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 20.0),
+            # How long a request or a run waits for a connection. The server has as many threads as
+            # connections, so only an unreachable database (the pool cannot replace the
+            # connections it dropped) makes a request wait this long: then it answers 503.
+            "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 5.0),
         }
 else:
     DATABASES = {

@@ -23,6 +23,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from rest_framework.serializers import Serializer
 
+from core.errors import DATABASE_UNAVAILABLE_ERRORS
 from core.middleware import REDIS_UNAVAILABLE_ERRORS
 from sessions import cancel, decisions, services
 from sessions.api import IDEMPOTENCY_KEY_MAX_LENGTH
@@ -261,6 +262,9 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         except REDIS_UNAVAILABLE_ERRORS as error:
             message = "A service this request needs is unavailable; try again shortly."
             raise CommandError("service_unavailable", message) from error
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            message = "The database is unavailable; try again shortly."
+            raise CommandError("database_unavailable", message) from error
         except Exception as error:  # a failed command must never end the stream
             logger.exception("websocket command %s failed", command_type)
             raise CommandError("server_error", "Internal error; it has been logged.") from error
