@@ -85,7 +85,7 @@ def test_a_run_whose_write_fails_on_a_dead_connection_is_queued_again_and_then_c
     session_id = start_session(bob_api, make_agent(tenant=cast.tenant_a).pk)
     run_id = str(post_message(bob_api, session_id, "hello")["run"]["id"])  # type: ignore[index]
     original_append = DjangoRunRecorder.append_message
-    failures = []
+    failures: list[int] = []
 
     def append_on_a_dead_connection(self: DjangoRunRecorder, *args: Any, **kwargs: Any) -> None:
         if not failures:
