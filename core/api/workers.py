@@ -37,10 +37,11 @@ class RunHostSerializer(serializers.Serializer):
 
 
 class PlatformRunHostSerializer(RunHostSerializer):
-    host = serializers.CharField(help_text="Superusers only: the machine's name.")
-    pid = serializers.IntegerField(help_text="Superusers only: the worker process.")
+    # required=False: the schema describes both answers, and a tenant admin's has none of these.
+    host = serializers.CharField(required=False, help_text="Superusers only: the machine's name.")
+    pid = serializers.IntegerField(required=False, help_text="Superusers only: the worker process.")
     active_runs = serializers.IntegerField(
-        help_text="Superusers only: runs it executes now, of every tenant."
+        required=False, help_text="Superusers only: runs it executes now, of every tenant."
     )
 
 
@@ -58,6 +59,7 @@ class RunQueueSerializer(serializers.Serializer):
 
 class PlatformRunQueueSerializer(RunQueueSerializer):
     run_queue_depth = serializers.IntegerField(
+        required=False,
         help_text="Superusers only: run tasks in the broker waiting for a run host to take them.",
     )
 
@@ -79,10 +81,13 @@ class PlatformWorkerStatusSerializer(WorkerStatusSerializer):
     clusters = ClusterStatusSerializer(
         source="platform.clusters",
         many=True,
+        required=False,
         help_text="Superusers only: the django-q2 clusters (schedules, short tasks) that reported lately.",
     )
     task_queue_depth = serializers.IntegerField(
-        source="platform.task_queue_depth", help_text="Superusers only: tasks waiting for a cluster."
+        source="platform.task_queue_depth",
+        required=False,
+        help_text="Superusers only: tasks waiting for a cluster.",
     )
 
 
