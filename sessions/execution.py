@@ -92,11 +92,29 @@ def run_execute(*, run_id: UUID) -> Run | None:
 
 def _requeue_after_database_loss(run: Run) -> None:
     """A write failed on a dead connection: the run's steps commit one by one, so it resumes from
-    its last one rather than failing. Still no database: its lease lapses, and the sweeper queues it."""
+    its last one rather than failing. Each such loss counts as an attempt, so a run whose writes
+    always fail ends after ``RUN_MAX_ATTEMPTS``. Still no database: its lease lapses, and the
+    sweeper queues it."""
     with contextlib.suppress(DatabaseError):
         connection.close()  # the dead connection; the next query opens (or borrows) a live one
     try:
-        run_hand_back(run)
+        run.refresh_from_db()
+        if run.status == RunStatus.CANCELLING:
+            run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        elif run.attempt >= settings.RUN_MAX_ATTEMPTS:
+            error = f"the database failed the run {run.attempt} times; giving up"
+            run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.ERROR, error=error)
+        else:
+            run_transition(
+                run,
+                RunStatus.QUEUED,
+                actor="worker",
+                lease_owner="",
+                lease_expires_at=None,
+                attempt=run.attempt + 1,
+            )
+    except (StaleTransition, InvalidTransition):
+        logger.warning("run %s moved while being queued again; leaving it as it is", run.pk)
     except DatabaseError:
         logger.warning("run %s could not be queued again yet; the sweeper will once its lease lapses", run.pk)
 
@@ -322,8 +340,8 @@ def _finish_as(run: Run, loop_stop_reason: str, *, error: str = "") -> None:
 
 
 def run_hand_back(run: Run) -> None:
-    """This worker is shutting down, or lost the database mid-run: the run goes back to the queue
-    and a worker resumes it from its stored transcript (not counted as a failed attempt)."""
+    """This worker is shutting down: the run goes back to the queue and another worker resumes
+    it from its stored transcript (not counted as a failed attempt)."""
     run.refresh_from_db()
     if run.status == RunStatus.CANCELLING:
         run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)

@@ -101,13 +101,36 @@ def test_a_run_whose_write_fails_on_a_dead_connection_is_queued_again_and_then_c
     run = Run.objects.get(pk=run_id)
 
     assert failures == [1]
-    assert (after_the_outage.status, after_the_outage.stop_reason, after_the_outage.lease_owner) == (
-        RunStatus.QUEUED,
-        "",
-        "",
-    )
-    assert (run.status, run.stop_reason) == (RunStatus.COMPLETED, "end_turn")
+    assert (
+        after_the_outage.status,
+        after_the_outage.stop_reason,
+        after_the_outage.lease_owner,
+        after_the_outage.attempt,
+    ) == (RunStatus.QUEUED, "", "", 2)
+    assert (run.status, run.stop_reason, run.attempt) == (RunStatus.COMPLETED, "end_turn", 2)
     assert Message.objects.filter(run_id=run_id, role=MessageRole.ASSISTANT).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_writes_always_fail_ends_failed_after_its_attempts(
+    cast: Cast, bob_api: APIClient, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    settings.RUN_MAX_ATTEMPTS = 2
+    session_id = start_session(bob_api, make_agent(tenant=cast.tenant_a).pk)
+    run_id = str(post_message(bob_api, session_id, "hello")["run"]["id"])  # type: ignore[index]
+
+    def always_on_a_dead_connection(self: DjangoRunRecorder, *args: Any, **kwargs: Any) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(DjangoRunRecorder, "append_message", always_on_a_dead_connection)
+
+    execute_run(run_id)
+    execute_run(run_id)
+    execute_run(run_id)  # ended: nothing to claim
+    run = Run.objects.get(pk=run_id)
+
+    assert (run.status, run.stop_reason, run.attempt) == (RunStatus.FAILED, "error", 2)
+    assert run.error == "the database failed the run 2 times; giving up"
 
 
 # --- live: a server whose database goes away --------------------------------------------------
