@@ -106,6 +106,12 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
         "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
     }
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # While PostgreSQL is unreachable, a connection attempt fails within this (a host that drops
+    # packets would otherwise hold it for the operating system's TCP timeout), and requests
+    # answer 503 (core.middleware) rather than wait.
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env_int(
+        "DATABASE_CONNECT_TIMEOUT_SECONDS", 3
+    )
     # PostgreSQL binds the parameters and keeps the statements a connection repeats prepared
     # (psycopg's server-side binding; Django turns prepared statements off unless asked), where
     # it otherwise parsed and planned each of a run's statements anew: planning took two thirds
@@ -128,7 +134,10 @@ if DATABASE_URL and not DATABASE_URL.startswith("sqlite:"):
             # requests would wait for in line.
             "min_size": env_int("DATABASE_POOL_MIN_SIZE", 8),
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", 16),
-            "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 20.0),
+            # How long a request or a run waits for a connection. The server has as many threads as
+            # connections, so only an unreachable database (the pool cannot replace the
+            # connections it dropped) makes a request wait this long: then it answers 503.
+            "timeout": env_float("DATABASE_POOL_TIMEOUT_SECONDS", 5.0),
         }
 else:
     DATABASES = {
@@ -348,6 +357,9 @@ RUN_LEASE_SECONDS = env_float("RUN_LEASE_SECONDS", 60.0)
 RUN_LEASE_RENEW_SECONDS = env_float("RUN_LEASE_RENEW_SECONDS", RUN_LEASE_SECONDS / 4)
 # ... and reads their rows this often for cancels it was not told of and leases it lost.
 RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 1.0)
+# Each run host writes its heartbeat row (capacity, active runs) this often; GET /api/v1/workers/
+# reports a host silent for three beats as not alive.
+RUN_HOST_HEARTBEAT_SECONDS = env_float("RUN_HOST_HEARTBEAT_SECONDS", 5.0)
 # On SIGTERM a worker lets its runs finish this long, then hands the rest back to the queue.
 RUN_SHUTDOWN_GRACE_SECONDS = env_float("RUN_SHUTDOWN_GRACE_SECONDS", 10.0)
 RUN_HAND_BACK_SECONDS = env_float("RUN_HAND_BACK_SECONDS", 5.0)
@@ -379,6 +391,9 @@ AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365)
 STREAM_POLL_SECONDS = env_float("STREAM_POLL_SECONDS", 1.0 if REDIS_URL else 0.05)
 STREAM_HEARTBEAT_SECONDS = env_float("STREAM_HEARTBEAT_SECONDS", 20.0)
 SSE_KEEPALIVE_SECONDS = env_float("SSE_KEEPALIVE_SECONDS", 15.0)
+# Open websocket and SSE streams ask again whether their client may read them this often (and
+# before each heartbeat): a revoked key or a removed member loses its streams within it.
+STREAM_REAUTHORIZE_SECONDS = env_float("STREAM_REAUTHORIZE_SECONDS", 5.0)
 
 # --- Memory --------------------------------------------------------------------------------------
 MEMORY_RECENCY_HALF_LIFE_DAYS = env_float("MEMORY_RECENCY_HALF_LIFE_DAYS", 30.0)

@@ -1,6 +1,6 @@
 """Keeps API answers JSON even when Django itself answers (unknown URL, server error, a body too
 large, of unknown length or with too many fields or files), and answers 503 rather than 500 while
-Redis is unreachable."""
+Redis or the database is unreachable."""
 
 import logging
 from collections.abc import Callable
@@ -13,10 +13,12 @@ from django.core.exceptions import (
     TooManyFilesSent,
 )
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.api.errors import error_body
+from core.errors import DATABASE_UNAVAILABLE_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,22 @@ def service_unavailable() -> JsonResponse:
         error_body("service_unavailable", "A service this request needs is unavailable; try again shortly."),
         status=503,
     )
+
+
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+
+def database_unavailable(request: HttpRequest) -> HttpResponse:
+    """503 while the database is unreachable: the error envelope for API clients, a plain page
+    (rendered without the request, so without anything that reads the database) for people."""
+    response: HttpResponse
+    if request.path.startswith("/api/"):
+        message = "The database is unavailable; try again shortly."
+        response = JsonResponse(error_body("database_unavailable", message), status=503)
+    else:
+        response = HttpResponse(render_to_string("503.html"), status=503)
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response
 
 
 def payload_too_large() -> JsonResponse:
@@ -100,6 +118,9 @@ class JsonApiErrorsMiddleware:
             # A warning without the traceback: an outage fails every request the same way.
             logger.warning("redis unavailable in %s %s: %s", request.method, request.path, exception)
             return service_unavailable()
+        if isinstance(exception, DATABASE_UNAVAILABLE_ERRORS):
+            logger.warning("database unavailable in %s %s: %s", request.method, request.path, exception)
+            return database_unavailable(request)
         if not request.path.startswith("/api/"):
             return None
         if isinstance(exception, RequestDataTooBig):

@@ -2,14 +2,17 @@
 
 Close codes: 4400 bad ``after``, 4401 not authenticated, 4403 no tenant membership,
 4404 unknown session or another tenant's, or a path that is no websocket of ours. Every close
-comes after the handshake so the client can read the code; nothing is sent before it.
+comes after the handshake so the client can read the code; nothing is sent before it. An open
+socket is authorized again every ``STREAM_REAUTHORIZE_SECONDS`` and closes with the same codes
+once its key is revoked or its user is no longer a member.
 """
 
 import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -20,15 +23,25 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from rest_framework.serializers import Serializer
 
+from core.errors import DATABASE_UNAVAILABLE_ERRORS
 from core.middleware import REDIS_UNAVAILABLE_ERRORS
 from sessions import cancel, decisions, services
 from sessions.api import IDEMPOTENCY_KEY_MAX_LENGTH
+from sessions.branches import SHOWN_BRANCH
+from sessions.event_store import Envelope
 from sessions.models import Run, Session
 from sessions.selectors import run_get_for_actor, session_get_for_actor
 from sessions.serializers import AnswerSerializer, ApproveSerializer, MessageCreateSerializer
 from sessions.services import LaneBusy
 from sessions.state import InvalidTransition, StaleTransition
-from sessions.streams import authenticate_token, envelope_text, parse_after, stream_hub
+from sessions.streams import (
+    EventSource,
+    authenticate_token,
+    envelope_text,
+    parse_after,
+    stream_hub,
+    while_authorized,
+)
 from tenants.actors import ACTIVE_TENANT_SESSION_KEY, Actor, actor_for_user
 from tenants.quotas import QuotaExceeded
 from tenants.sign_in_throttle import counted_address
@@ -125,6 +138,8 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
 
     session: Session
     _pump: asyncio.Task[None] | None = None
+    # The close code of a refusal found by a later authorization check.
+    _refusal = 0
 
     async def connect(self) -> None:
         self._send_lock = asyncio.Lock()
@@ -153,13 +168,35 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
                 await self._pump
 
     async def _stream(self, after: int) -> None:
-        async with stream_hub().subscribe(self.session.pk, after) as subscription:
-            async for envelope in subscription.events(idle_seconds=heartbeat_seconds()):
+        events = while_authorized(
+            self._session_events(after),
+            is_authorized=self._is_still_authorized,
+            heartbeat_seconds=heartbeat_seconds(),
+        )
+        async with aclosing(events):
+            async for envelope in events:
                 try:
                     await self._send_text(HEARTBEAT if envelope is None else envelope_text(envelope))
                 except OSError:
                     return  # the client went away; websocket_disconnect follows
-        await self._close_quietly(CLOSE_NOT_FOUND)  # the session was deleted
+        # Access was withdrawn (the code a new socket would get), or the session was deleted.
+        await self._close_quietly(self._refusal or CLOSE_NOT_FOUND)
+
+    def _session_events(self, after: int) -> EventSource:
+        async def events(idle_seconds: float) -> AsyncGenerator[Envelope | None, None]:
+            async with stream_hub().subscribe(self.session.pk, after) as subscription:
+                async for envelope in subscription.events(idle_seconds=idle_seconds):
+                    yield envelope
+
+        return events
+
+    async def _is_still_authorized(self) -> bool:
+        """Authorize again as at connect: a revoked key or a removed member closes the socket."""
+        _actor, session, refusal = await database_sync_to_async(authorize_scope)(
+            self.scope, str(self.session.pk)
+        )
+        self._refusal = refusal if session is None else 0
+        return session is not None
 
     def _on_stream_end(self, task: "asyncio.Task[None]") -> None:
         if task.cancelled() or task.exception() is None:
@@ -231,6 +268,9 @@ class SessionEventsConsumer(AsyncWebsocketConsumer):
         except REDIS_UNAVAILABLE_ERRORS as error:
             message = "A service this request needs is unavailable; try again shortly."
             raise CommandError("service_unavailable", message) from error
+        except DATABASE_UNAVAILABLE_ERRORS as error:
+            message = "The database is unavailable; try again shortly."
+            raise CommandError("database_unavailable", message) from error
         except Exception as error:  # a failed command must never end the stream
             logger.exception("websocket command %s failed", command_type)
             raise CommandError("server_error", "Internal error; it has been logged.") from error
@@ -264,8 +304,8 @@ def run_command(
 
 
 def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dict[str, Any]:
-    """``{"type": "message", "content", "attachments"?, "multitask"?, "idempotency_key"?}``, as the
-    REST POST."""
+    """``{"type": "message", "content", "attachments"?, "multitask"?, "parent_id"?, "idempotency_key"?}``,
+    as the REST POST: a ``parent_id`` posts the message as a branch from that message."""
     fields = _validated(MessageCreateSerializer, command, extra=("idempotency_key",))
     key = command.get("idempotency_key")
     if key is not None and (not isinstance(key, str) or len(key) > IDEMPOTENCY_KEY_MAX_LENGTH):
@@ -279,6 +319,7 @@ def post_message(actor: Actor, session: Session, command: dict[str, Any]) -> dic
         multitask=fields["multitask"],
         idempotency_key=key or None,
         attachments=fields.get("attachments", ()),
+        parent_id=fields.get("parent_id", SHOWN_BRANCH),
     )
     return {
         "type": "ack",

@@ -9,6 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from agents.model_clients import ProviderNotConfigured, model_client_for
@@ -26,6 +27,7 @@ from agents.runtime.types import (
 )
 from billing.meter import credit_meter_for, payer_for_run
 from billing.pricing import run_price
+from core.errors import DATABASE_UNAVAILABLE_ERRORS
 from memory.retrieval import memories_for_context
 from sessions.approvals import ToolCallGate, run_is_waiting_only_on_resolved_requests
 from sessions.compaction import chat_message_for, compaction_policy_for, run_transcript
@@ -73,6 +75,9 @@ def run_execute(*, run_id: UUID) -> Run | None:
     handle = active_runs.register(run.pk, lease_owner=owner)
     try:
         _execute_claimed(run, handle=handle)
+    except DATABASE_UNAVAILABLE_ERRORS:
+        logger.warning("run %s lost the database; queueing it again", run.pk, exc_info=True)
+        _requeue_after_database_loss(run)
     except Exception as error:
         logger.exception("run %s crashed", run.pk)
         run_finish(
@@ -84,6 +89,35 @@ def run_execute(*, run_id: UUID) -> Run | None:
     finally:
         active_runs.unregister(handle)
     return run
+
+
+def _requeue_after_database_loss(run: Run) -> None:
+    """A write failed on a dead connection: the run's steps commit one by one, so it resumes from
+    its last one rather than failing. Each such loss counts as an attempt, so a run whose writes
+    always fail ends after ``RUN_MAX_ATTEMPTS``. Still no database: its lease lapses, and the
+    sweeper queues it."""
+    with contextlib.suppress(DatabaseError):
+        connection.close()  # the dead connection; the next query opens (or borrows) a live one
+    try:
+        run.refresh_from_db()
+        if run.status == RunStatus.CANCELLING:
+            run_finish(run, status=RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+        elif run.attempt >= settings.RUN_MAX_ATTEMPTS:
+            error = f"the database failed the run {run.attempt} times; giving up"
+            run_finish(run, status=RunStatus.FAILED, stop_reason=StopReason.ERROR, error=error)
+        else:
+            run_transition(
+                run,
+                RunStatus.QUEUED,
+                actor="worker",
+                lease_owner="",
+                lease_expires_at=None,
+                attempt=run.attempt + 1,
+            )
+    except (StaleTransition, InvalidTransition):
+        logger.warning("run %s moved while being queued again; leaving it as it is", run.pk)
+    except DatabaseError:
+        logger.warning("run %s could not be queued again yet; the sweeper will once its lease lapses", run.pk)
 
 
 def _execute_claimed(run: Run, *, handle: RunHandle) -> None:

@@ -5,7 +5,8 @@ runs on ``RUN_CONCURRENCY`` threads fed from the run queue, a django-q2 broker q
 The process keeps the leases of all its runs with one statement every ``RUN_LEASE_RENEW_SECONDS``
 and looks for cancels and lost leases with one read every ``RUN_HEARTBEAT_SECONDS``; cancels
 arrive at once through the channel layer (``run_stop_notify``, ``RunStopListener``). A waiting
-run writes nothing on a timer.
+run writes nothing on a timer. The worker command announces the host while it serves
+(``sessions.run_host_heartbeats``).
 """
 
 import asyncio

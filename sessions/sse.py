@@ -1,11 +1,13 @@
 """Server-sent events for integrations: a session's or a run's events, live and resumable.
 
 ``id:`` is the session seq, ``event:`` the type and ``data:`` the §4 envelope. A client
-resumes with ``Last-Event-ID`` (browsers send it on reconnect) or ``?after=``. The JSON
+resumes with ``Last-Event-ID`` (browsers send it on reconnect) or ``?after=``. A stream is
+authorized again every ``STREAM_REAUTHORIZE_SECONDS`` and ends once its client may no longer
+read it (the reconnect then answers 401, 403 or 404). The JSON
 list at the same URLs stays a DRF view; ``with_event_stream`` picks one per request.
 """
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -26,7 +28,15 @@ from core.api.errors import GENERIC_MESSAGES, error_body
 from sessions.event_store import Envelope
 from sessions.models import Run, Session
 from sessions.selectors import run_get_for_actor, session_get_for_actor
-from sessions.streams import authenticate_token, envelope_text, parse_after, run_events, stream_hub
+from sessions.streams import (
+    EventSource,
+    authenticate_token,
+    envelope_text,
+    parse_after,
+    run_events,
+    stream_hub,
+    while_authorized,
+)
 from tenants.actors import ACTIVE_TENANT_SESSION_KEY, Actor, actor_for_user
 from tenants.authentication import TOO_MANY_WRONG_KEYS
 from tenants.sign_in_throttle import client_address
@@ -137,10 +147,42 @@ async def _frames(events: AsyncIterator[Envelope | None]) -> AsyncIterator[str]:
         yield ": keep-alive\n\n" if envelope is None else format_event(envelope)
 
 
-async def _session_events(session_id: UUID, after: int) -> AsyncIterator[Envelope | None]:
-    async with stream_hub().subscribe(session_id, after) as subscription:
-        async for envelope in subscription.events(idle_seconds=keepalive_seconds()):
-            yield envelope
+def _session_events(session_id: UUID, after: int) -> EventSource:
+    async def events(idle_seconds: float) -> AsyncGenerator[Envelope | None, None]:
+        async with stream_hub().subscribe(session_id, after) as subscription:
+            async for envelope in subscription.events(idle_seconds=idle_seconds):
+                yield envelope
+
+    return events
+
+
+def _run_events(run: Run, after: int) -> EventSource:
+    def events(idle_seconds: float) -> AsyncGenerator[Envelope | None, None]:
+        return run_events(run.pk, run.session_id, after, idle_seconds=idle_seconds)
+
+    return events
+
+
+def _still_authorized(authorize: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[bool]]:
+    """Whether the request's credentials still pass ``authorize``, asked while its stream is open."""
+
+    async def is_authorized() -> bool:
+        try:
+            await authorize()
+        except _Refusal:
+            return False
+        return True
+
+    return is_authorized
+
+
+def _authorized_stream(
+    open_events: EventSource, authorize: Callable[[], Awaitable[object]]
+) -> AsyncGenerator[Envelope | None, None]:
+    """The stream ends once its client may no longer read it (a revoked key, a removed member)."""
+    return while_authorized(
+        open_events, is_authorized=_still_authorized(authorize), heartbeat_seconds=keepalive_seconds()
+    )
 
 
 def _stream_response(events: AsyncIterator[Envelope | None]) -> StreamingHttpResponse:
@@ -157,7 +199,11 @@ async def session_event_stream(request: HttpRequest, session_id: str) -> HttpRes
         session = await _authorized_session(request, session_id)
     except _Refusal as refusal:
         return refusal.response
-    return _stream_response(_session_events(session.pk, after))
+    return _stream_response(
+        _authorized_stream(
+            _session_events(session.pk, after), lambda: _authorized_session(request, session_id)
+        )
+    )
 
 
 async def run_event_stream(request: HttpRequest, run_id: str) -> HttpResponseBase:
@@ -167,7 +213,9 @@ async def run_event_stream(request: HttpRequest, run_id: str) -> HttpResponseBas
         run = await _authorized_run(request, run_id)
     except _Refusal as refusal:
         return refusal.response
-    return _stream_response(run_events(run.pk, run.session_id, after, idle_seconds=keepalive_seconds()))
+    return _stream_response(
+        _authorized_stream(_run_events(run, after), lambda: _authorized_run(request, run_id))
+    )
 
 
 def with_event_stream(json_view: Callable[..., HttpResponseBase], stream_view: AsyncView) -> AsyncView:

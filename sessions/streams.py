@@ -18,8 +18,8 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -27,6 +27,7 @@ from uuid import UUID
 from channels.db import database_sync_to_async
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
+from django.db import DatabaseError
 
 from sessions import event_store
 from sessions.event_store import PAGE_SIZE, Envelope
@@ -323,7 +324,7 @@ def stream_hub() -> StreamHub:
 
 async def run_events(
     run_id: UUID, session_id: UUID, after_seq: int, *, idle_seconds: float
-) -> AsyncIterator[Envelope | None]:
+) -> AsyncGenerator[Envelope | None, None]:
     """The run's events after ``after_seq`` then live ones, ending with its terminal event.
 
     Yields ``None`` when nothing was sent for ``idle_seconds``. A run that had already
@@ -357,6 +358,46 @@ async def run_events(
             elif time.monotonic() - last_sent >= idle_seconds:
                 last_sent = time.monotonic()
                 yield None
+
+
+EventSource = Callable[[float], AsyncGenerator[Envelope | None, None]]
+
+
+async def while_authorized(
+    open_events: EventSource,
+    *,
+    is_authorized: Callable[[], Awaitable[bool]],
+    heartbeat_seconds: float,
+) -> AsyncGenerator[Envelope | None, None]:
+    """The events of ``open_events(idle_seconds)`` while the client may still read them.
+
+    Authorization is asked again every ``STREAM_REAUTHORIZE_SECONDS`` and before each heartbeat,
+    so a revoked key or a removed member stops receiving within seconds; the stream then ends.
+    Yields ``None`` (a heartbeat) after ``heartbeat_seconds`` of silence.
+    """
+    recheck_seconds = settings.STREAM_REAUTHORIZE_SECONDS
+    last_check = last_sent = time.monotonic()
+    async with aclosing(open_events(min(heartbeat_seconds, recheck_seconds))) as events:
+        async for envelope in events:
+            now = time.monotonic()
+            is_heartbeat_due = envelope is None and now - last_sent >= heartbeat_seconds
+            if now - last_check >= recheck_seconds or is_heartbeat_due:
+                if not await _is_still_authorized(is_authorized):
+                    return
+                last_check = now
+            if envelope is not None or is_heartbeat_due:
+                last_sent = now
+                yield envelope
+
+
+async def _is_still_authorized(is_authorized: Callable[[], Awaitable[bool]]) -> bool:
+    try:
+        return await is_authorized()
+    except DatabaseError:
+        # The database is unreachable for a moment: the next check decides, rather than every
+        # stream of the deployment closing at once.
+        logger.warning("could not check a stream's authorization; keeping it until the next check")
+        return True
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from sessions.models.compaction import CompactionReason, CompactionSnapshot
 from sessions.models.conversations import Message, MessageRole, Session
 from sessions.models.plans import Plan, PlanStatus, PlanStep
+from sessions.models.run_hosts import RunHostHeartbeat
 from sessions.models.runs import (
     IdempotencyRecord,
     Run,
@@ -29,6 +30,7 @@ __all__ = [
     "QuestionStatus",
     "Run",
     "RunEvent",
+    "RunHostHeartbeat",
     "RunRoute",
     "RunStatus",
     "Session",

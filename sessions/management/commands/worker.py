@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 
 from sessions.run_host import RunHost, RunStopListener
+from sessions.run_host_heartbeats import Heartbeat
 from sessions.schedules import ensure_schedules
 from sessions.sweeper import sweep_runs
 from sessions.tasks import execute_run
@@ -55,6 +56,8 @@ class Command(BaseCommand):
         sweeper = threading.Thread(target=self._sweep_until, args=(stopping, cluster), daemon=True)
         sweeper.start()
         RunStopListener().start()
+        heartbeat = Heartbeat(capacity=host.concurrency, active_runs=lambda: host.running)
+        heartbeat.start()
         logger.info("run host ready: %d runs at once", host.concurrency)
         try:
             host.serve()
@@ -64,6 +67,7 @@ class Command(BaseCommand):
                 grace_seconds=settings.RUN_SHUTDOWN_GRACE_SECONDS,
                 hand_back_seconds=settings.RUN_HAND_BACK_SECONDS,
             )
+            heartbeat.stop()
             if left:
                 logger.warning("%d runs still running at exit; the sweeper recovers them", left)
             self._stop_cluster(cluster)
