@@ -9,6 +9,7 @@ from agents.models import (
     TEMPERATURE_RANGES,
     Agent,
     ModelProvider,
+    PLANNING_MODE_HELP,
     PlanningMode,
 )
 from agents.services import AGENT_SETTING_FIELDS, agent_name_errors, agent_setting_errors
@@ -69,9 +70,7 @@ class AgentForm(forms.Form):
     planning_mode = forms.ChoiceField(
         label="Planning",
         choices=PlanningMode.choices,
-        help_text="Auto: each message is classified; complex ones become a plan carried out by "
-        "read-only executors. Direct: every message runs the normal loop (no classifying call). "
-        "Plan: every message is planned.",
+        help_text=PLANNING_MODE_HELP,
     )
     is_active = forms.BooleanField(label="Active (can start new sessions)", required=False)
 
