@@ -509,3 +509,24 @@ LOGGING = {
         "django-q": {"level": env_str("Q_LOG_LEVEL", "WARNING")},
     },
 }
+
+# --- Browser hardening: Content-Security-Policy, private data folder (issue 50) -------------------
+# Every HTML page (core.content_security_policy): scripts and styles only from this site's own
+# files, never inline; images from this site, data: and blob: (attachment previews); requests and
+# the websocket back to this site only. The chat's Markdown, the admin and the API docs page
+# (drf-spectacular's split view, whose set-up script is a file of its own) all load that way.
+CONTENT_SECURITY_POLICY = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:", "blob:"],
+    "connect-src": ["'self'"],
+    "frame-ancestors": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "object-src": ["'none'"],
+}
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "core.content_security_policy.ContentSecurityPolicyMiddleware",
+)

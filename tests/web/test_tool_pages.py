@@ -307,7 +307,7 @@ def test_the_run_timeline_shows_steps_events_approvals_and_usage(world: World, c
     assert "Tool: <strong>calculator</strong>" in body
     assert "alice@a.test" in body and ">approved</span>" in body
     assert "120 in · 30 out" in body
-    assert 'hx-trigger="every 2s' not in body
+    assert 'hx-trigger="agentry:poll"' not in body
 
 
 def test_an_active_runs_timeline_refreshes_itself(world: World, client_for: ClientFor) -> None:
@@ -319,7 +319,7 @@ def test_an_active_runs_timeline_refreshes_itself(world: World, client_for: Clie
         client_for(world.cast.bob).get(f"/runs/{world.run_a.pk}/", HTTP_HX_REQUEST="true").content.decode()
     )
 
-    assert f'hx-get="/runs/{world.run_a.pk}/" hx-trigger="every 2s' in page
+    assert f'hx-get="/runs/{world.run_a.pk}/" data-poll-seconds="2" hx-trigger="agentry:poll"' in page
     assert fragment.strip().startswith('<div id="run-timeline"')
 
 

@@ -6,10 +6,10 @@ from agents.models import (
     DEFAULT_MODEL_NAMES,
     MAX_STEPS_RANGE,
     MAX_TOKENS_RANGE,
+    PLANNING_MODE_HELP,
     TEMPERATURE_RANGES,
     Agent,
     ModelProvider,
-    PLANNING_MODE_HELP,
     PlanningMode,
 )
 from agents.services import AGENT_SETTING_FIELDS, agent_name_errors, agent_setting_errors
