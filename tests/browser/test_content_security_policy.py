@@ -9,7 +9,15 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import Page, Request, expect
 
 from sessions.models import Run, RunStatus, Session
-from tests.browser.conftest import BROWSER_MARKS, last_answer, open_chat, reload_chat, send, sign_in
+from tests.browser.conftest import (
+    BROWSER_MARKS,
+    RECORD_VIOLATIONS,
+    last_answer,
+    open_chat,
+    reload_chat,
+    send,
+    sign_in,
+)
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.fake_model_server import FakeModelServer, Turn
@@ -30,14 +38,6 @@ INJECTED_IMAGES = (
 )
 # Markdown's own image syntax percent-encodes the backslash, which keeps that one on this site.
 KEPT_IMAGES = ["/%5Cevil.example/backslash.png", "/static/img/favicon.svg"]
-
-# Records each violation the browser reports, on every page the context opens.
-RECORD_VIOLATIONS = """
-window.__violations = [];
-document.addEventListener("securitypolicyviolation", (event) => {
-  window.__violations.push(event.violatedDirective + " " + (event.blockedURI || "inline"));
-});
-"""
 
 
 @pytest.fixture
