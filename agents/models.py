@@ -36,6 +36,14 @@ class PlanningMode(models.TextChoices):
     PLAN = "plan"
 
 
+# One text for the form, the admin and the API schema: no extra call classifies a message.
+PLANNING_MODE_HELP = (
+    "Auto: the agent's own first model call decides whether to answer, use tools or call "
+    "create_plan, which has a request of several independent parts planned and carried out by "
+    "read-only executors. Direct: the normal loop, without create_plan. Plan: every message is planned."
+)
+
+
 class Agent(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents")
@@ -59,7 +67,9 @@ class Agent(models.Model):
     # Summarize older turns when the context nears the model's window (agents.runtime.compaction).
     context_compaction_enabled = models.BooleanField(default=True)
     # How messages are routed between a direct answer, the tool loop and a plan (sessions.planning).
-    planning_mode = models.CharField(max_length=10, choices=PlanningMode.choices, default=PlanningMode.AUTO)
+    planning_mode = models.CharField(
+        max_length=10, choices=PlanningMode.choices, default=PlanningMode.AUTO, help_text=PLANNING_MODE_HELP
+    )
     is_active = models.BooleanField(default=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

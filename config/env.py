@@ -51,7 +51,13 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def require_in_production(name: str, value: object, *, debug: bool) -> None:
-    """With DEBUG off a missing secret stops start-up, naming the variable."""
-    if not debug and not value:
-        raise ImproperlyConfigured(f"{name} is not set. It is required when DEBUG is off; see .env.example.")
+def env_is_set(name: str) -> bool:
+    return name in os.environ
+
+
+def require_in_production(name: str, value: object, *, is_production: bool) -> None:
+    """In production (DEBUG=false said outright) a missing secret stops start-up, naming the variable."""
+    if is_production and not value:
+        raise ImproperlyConfigured(
+            f"{name} is not set. It is required with DEBUG=false (production); see .env.example."
+        )

@@ -1,8 +1,9 @@
 """Agentry settings, all from the environment.
 
 With no environment at all this is the embedded default (DESIGN.md §6): SQLite in WAL
-mode, the django-q2 ORM broker, no cross-process channel layer, local-memory cache and
-DEBUG on. ``DATABASE_URL`` and ``REDIS_URL`` switch to PostgreSQL and Redis.
+mode, the django-q2 ORM broker, no cross-process channel layer, a file cache, DEBUG off and
+generated secrets kept in the data folder. ``DATABASE_URL`` and ``REDIS_URL`` switch to
+PostgreSQL and Redis.
 """
 
 import os
@@ -11,28 +12,39 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_int, env_list, env_str, require_in_production
+from config.data_dir import (
+    make_private_folder,
+    make_private_sqlite_file,
+    new_secret_key,
+    read_or_create_secret,
+)
+from config.env import env_bool, env_float, env_int, env_is_set, env_list, env_str, require_in_production
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("AGENTRY_DATA_DIR", str(BASE_DIR / "var")))
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+# Private from its creation; its final mode is set below, once the sandbox's folders are known.
+DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-DEBUG = env_bool("DEBUG", True)
+# Django's debug pages only when asked for (DEBUG=true). DEBUG=false said outright is production:
+# the secrets must then come from the environment. Neither (the embedded default) keeps
+# generated secrets in DATA_DIR.
+DEBUG = env_bool("DEBUG", False)
+IS_PRODUCTION = env_is_set("DEBUG") and not DEBUG
 
 SECRET_KEY = env_str("SECRET_KEY")
-require_in_production("SECRET_KEY", SECRET_KEY, debug=DEBUG)
+require_in_production("SECRET_KEY", SECRET_KEY, is_production=IS_PRODUCTION)
 if not SECRET_KEY:
-    SECRET_KEY = "agentry-insecure-development-key-only-used-with-debug-on"  # noqa: S105
+    SECRET_KEY = read_or_create_secret(DATA_DIR / "secret.key", new_secret_key)
 
 ALLOWED_HOSTS = env_list(
-    "ALLOWED_HOSTS", [] if not DEBUG else ["127.0.0.1", "localhost", "[::1]", "testserver"]
+    "ALLOWED_HOSTS", [] if IS_PRODUCTION else ["127.0.0.1", "localhost", "[::1]", "testserver"]
 )
-require_in_production("ALLOWED_HOSTS", ALLOWED_HOSTS, debug=DEBUG)
+require_in_production("ALLOWED_HOSTS", ALLOWED_HOSTS, is_production=IS_PRODUCTION)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 FIELD_ENCRYPTION_KEYS = env_list("FIELD_ENCRYPTION_KEYS", [])
-require_in_production("FIELD_ENCRYPTION_KEYS", FIELD_ENCRYPTION_KEYS, debug=DEBUG)
-# Empty in development: core.encryption then generates and keeps a key in DATA_DIR.
+require_in_production("FIELD_ENCRYPTION_KEYS", FIELD_ENCRYPTION_KEYS, is_production=IS_PRODUCTION)
+# Empty outside production: core.encryption then generates and keeps a key in DATA_DIR.
 FIELD_ENCRYPTION_DEV_KEY_FILE = DATA_DIR / "dev-encryption.key"
 
 INSTALLED_APPS = [
@@ -534,8 +546,8 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", IS_PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", IS_PRODUCTION)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -555,3 +567,41 @@ LOGGING = {
         "django-q": {"level": env_str("Q_LOG_LEVEL", "WARNING")},
     },
 }
+
+# --- Browser hardening: Content-Security-Policy, private data folder (issue 50) -------------------
+# DATA_DIR's own mode waits until here, where the sandbox's folders are known: a worker running
+# as root runs code_run as another uid, which must pass through DATA_DIR when they lie inside
+# it (0711: it may pass, not list). Everything Agentry writes in it is the owner's alone.
+make_private_folder(
+    DATA_DIR,
+    lets_others_pass=os.geteuid() == 0
+    and any(folder.is_relative_to(DATA_DIR) for folder in (SANDBOX_ROOT, SANDBOX_PYTHON_DIR)),
+)
+if IS_SQLITE:
+    make_private_sqlite_file(Path(SQLITE_PATH))
+if not REDIS_URL:
+    make_private_folder(DATA_DIR / "cache")
+if FILES_ROOT.is_relative_to(DATA_DIR) and not FILES_S3_BUCKET:
+    make_private_folder(FILES_ROOT)
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+
+# Every HTML page (core.content_security_policy): scripts and styles only from this site's own
+# files, never inline; images from this site, data: and blob: (attachment previews); requests and
+# the websocket back to this site only. The chat's Markdown, the admin and the API docs page
+# (drf-spectacular's split view, whose set-up script is a file of its own) all load that way.
+CONTENT_SECURITY_POLICY = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:", "blob:"],
+    "connect-src": ["'self'"],
+    "frame-ancestors": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "object-src": ["'none'"],
+}
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "core.content_security_policy.ContentSecurityPolicyMiddleware",
+)

@@ -1,7 +1,7 @@
 """Field encryption for secrets at rest: Fernet keys through MultiFernet so keys rotate.
 
-Keys come from ``FIELD_ENCRYPTION_KEYS`` (comma-separated, newest first). With DEBUG on
-and no keys, a development key is generated once and kept in the data directory.
+Keys come from ``FIELD_ENCRYPTION_KEYS`` (comma-separated, newest first). Without them (outside
+production), a key is generated once and kept in the data directory, readable by its owner only.
 """
 
 import logging
@@ -10,6 +10,8 @@ from functools import lru_cache
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from config.data_dir import read_or_create_secret
 
 logger = logging.getLogger(__name__)
 
@@ -20,17 +22,13 @@ class DecryptionError(Exception):
 
 def _development_key() -> str:
     key_file = settings.FIELD_ENCRYPTION_DEV_KEY_FILE
-    if key_file.exists():
-        return key_file.read_text().strip()
-    key = Fernet.generate_key().decode()
-    key_file.write_text(key + "\n")
-    key_file.chmod(0o600)
-    logger.warning(
-        "FIELD_ENCRYPTION_KEYS is not set: generated a development key in %s. "
-        "Set FIELD_ENCRYPTION_KEYS in production.",
-        key_file,
-    )
-    return key
+    if not key_file.exists():
+        logger.warning(
+            "FIELD_ENCRYPTION_KEYS is not set: generating a key in %s. "
+            "Set FIELD_ENCRYPTION_KEYS in production.",
+            key_file,
+        )
+    return read_or_create_secret(key_file, lambda: Fernet.generate_key().decode())
 
 
 @lru_cache(maxsize=1)

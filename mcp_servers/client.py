@@ -8,9 +8,11 @@ tool error result: a broken server never crashes the run that uses it.
 
 HTTP servers are reached only through the SSRF guard (``mcp_servers.outbound``). Tenants
 learn only that a server could not be reached (``COULD_NOT_CONNECT``), never why: a
-refused address, a closed port, a silent one and a web server that is not MCP all read
-the same, so the check cannot map the network; the server log has the details. Nothing
-a server answers is echoed, except the status of a refused credential.
+name that resolves to a refused address, a closed port, a silent one and a web server that
+is not MCP all read the same, so the check cannot map the network; the server log has the
+details. The one exception is a refusal the URL alone decides (an address typed in,
+``localhost``): the guard's reason then says nothing the tenant did not write. Nothing a
+server answers is echoed, except the status of a refused credential.
 """
 
 import asyncio
@@ -143,7 +145,7 @@ def _connection_for(server: McpServer) -> Connection:
         return dataclasses.replace(connection, pinned_address=checked_address(connection.url))
     except OutboundRefused as error:
         _log_failure(connection, str(error))
-        raise McpUnavailable(COULD_NOT_CONNECT) from None
+        raise McpUnavailable(error.policy_reason or COULD_NOT_CONNECT) from None
 
 
 def _run_bounded(connection: Connection, operation: Callable[[ClientSession], Awaitable[ResultT]]) -> ResultT:

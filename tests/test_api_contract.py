@@ -128,6 +128,17 @@ def test_the_schema_says_what_runs_and_memories_send(openapi: dict[str, Any]) ->
     ]
 
 
+def test_the_schema_says_the_first_model_call_decides_in_auto_planning(openapi: dict[str, Any]) -> None:
+    planning_mode = openapi["components"]["schemas"]["AgentRequest"]["properties"]["planning_mode"]
+
+    assert planning_mode["description"] == (
+        "Auto: the agent's own first model call decides whether to answer, use tools or call "
+        "create_plan, which has a request of several independent parts planned and carried out by "
+        "read-only executors. Direct: the normal loop, without create_plan. Plan: every message is planned."
+        "\n\n* `direct` - Direct\n* `auto` - Auto\n* `plan` - Plan"
+    )
+
+
 def test_the_schema_documents_compacts_409(openapi: dict[str, Any]) -> None:
     responses = openapi["paths"]["/api/v1/sessions/{id}/compact/"]["post"]["responses"]
 

@@ -97,7 +97,7 @@ def test_production_start_up_names_the_missing_variable(missing: str, tmp_path: 
     )
 
     assert result.returncode != 0
-    assert f"{missing} is not set. It is required when DEBUG is off" in result.stderr
+    assert f"{missing} is not set. It is required with DEBUG=false (production)" in result.stderr
 
 
 @pytest.mark.parametrize(("value", "is_refused"), [("true", True), ("false", False)])

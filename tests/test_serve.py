@@ -18,6 +18,7 @@ from tests.live import ROOT, child_environment, free_port
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RUNNING = "Agentry is running on"
+WORKER_READY = "run host ready"
 
 
 def lines_of(stream: IO[str]) -> "queue.Queue[str]":
@@ -31,16 +32,19 @@ def lines_of(stream: IO[str]) -> "queue.Queue[str]":
     return lines
 
 
-def next_line_with(lines: "queue.Queue[str]", text: str, *, timeout: float) -> str:
+def lines_with(lines: "queue.Queue[str]", texts: list[str], *, timeout: float) -> dict[str, str]:
+    """The first line holding each of ``texts``, in whatever order they come."""
+    found: dict[str, str] = {}
     deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
+    while len(found) < len(texts) and (left := deadline - time.monotonic()) > 0:
         try:
             line = lines.get(timeout=left)
         except queue.Empty:
             break
-        if text in line:
-            return line
-    raise AssertionError(f"no line with {text!r} within {timeout} s")
+        found.update({text: line for text in texts if text in line and text not in found})
+    missing = [text for text in texts if text not in found]
+    assert not missing, f"no line with {missing!r} within {timeout} s"
+    return found
 
 
 def processes_with(text: str) -> list[int]:
@@ -71,7 +75,8 @@ def test_serve_prints_the_address_once_the_server_answers_and_ctrl_c_stops_all_w
     try:
         assert serve.stdout is not None
         lines = lines_of(serve.stdout)
-        line = next_line_with(lines, RUNNING, timeout=120)
+        # Stopped once both are up: a worker still starting stops sooner than a running one.
+        line = lines_with(lines, [RUNNING, WORKER_READY], timeout=120)[RUNNING]
         answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
 
         serve.send_signal(signal.SIGINT)

@@ -44,14 +44,24 @@
   let markdownParser = null;
 
   /* Images load only from this site's own paths: a remote image would tell a third party what
-     the answer held (prompt injection's favourite way out). Links open apart, with no referrer. */
+     the answer held (prompt injection's favourite way out). The address is judged as the browser
+     will resolve it, since "/\host" and a tab after the first slash both lead to another site.
+     Links open apart, with no referrer. */
+  function isOwnPath(source) {
+    if (!source.startsWith("/")) return false;
+    try {
+      return new URL(source, window.location.href).origin === window.location.origin;
+    } catch (error) {
+      return false;
+    }
+  }
+
   function fenceSanitizedNode(node) {
     if (node.tagName === "A" && node.hasAttribute("href")) {
       node.setAttribute("rel", "noopener noreferrer");
       node.setAttribute("target", "_blank");
     } else if (node.tagName === "IMG") {
-      const source = node.getAttribute("src") || "";
-      if (!/^\/(?!\/)/.test(source)) node.replaceWith(document.createTextNode(node.getAttribute("alt") || ""));
+      if (!isOwnPath(node.getAttribute("src") || "")) node.replaceWith(document.createTextNode(node.getAttribute("alt") || ""));
     }
   }
 
@@ -379,6 +389,25 @@
     agentry.toast("Could not reach the server. Check your connection.", "error");
   });
 
+  /* --- Polling while the tab is visible --------------------------------------------------------------
+     An element with data-poll-seconds receives "agentry:poll" that often while the page is seen
+     (hx-trigger="agentry:poll"). htmx's own trigger filters would need eval, which the page's
+     Content-Security-Policy refuses. */
+  const lastPolled = new WeakMap();
+  function pollVisibleElements() {
+    if (document.visibilityState !== "visible" || !window.htmx) return;
+    const now = Date.now();
+    document.querySelectorAll("[data-poll-seconds]").forEach(function (element) {
+      const since = lastPolled.get(element);
+      if (since === undefined) {
+        lastPolled.set(element, now);
+      } else if (now - since >= Number(element.getAttribute("data-poll-seconds")) * 1000) {
+        lastPolled.set(element, now);
+        window.htmx.trigger(element, "agentry:poll");
+      }
+    });
+  }
+
   /* --- Form error summary: focused on arrival so its list of problems is read out first ------------ */
   function focusErrorSummary() {
     const summary = document.querySelector("[data-error-summary]");
@@ -393,6 +422,7 @@
     document.querySelectorAll("form[data-agent-form]").forEach(setUpAgentForm);
     document.querySelectorAll("form[data-mcp-form]").forEach(setUpMcpForm);
     focusErrorSummary();
+    window.setInterval(pollVisibleElements, 250);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

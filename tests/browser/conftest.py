@@ -61,6 +61,16 @@ new MutationObserver((records) => {
 """
 
 
+# Each Content-Security-Policy violation the browser reports on a page (init scripts run whatever
+# the policy says): ``window.__violations``.
+RECORD_VIOLATIONS = """
+window.__violations = [];
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.__violations.push(event.violatedDirective + " " + (event.blockedURI || "inline"));
+});
+"""
+
+
 expect.set_options(timeout=WAIT_MS)
 
 

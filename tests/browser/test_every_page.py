@@ -1,4 +1,5 @@
-"""Every page a member, an owner and a visitor can reach: axe-core finds nothing, and it fits a phone.
+"""Every page a member, an owner and a visitor can reach: axe-core finds nothing, the browser reports
+no Content-Security-Policy violation, and it fits a phone.
 
 One seeded tenant, one live stack; each page is loaded once at 390 by 844 px and checked for
 horizontal overflow, then axe-core (default rules) runs in the light and the dark scheme.
@@ -20,7 +21,16 @@ from sessions.models import Run, Session
 from tenants.invitations import invitation_create
 from tenants.provider_keys.services import provider_key_save
 from tenants.services import api_key_create
-from tests.browser.conftest import BROWSER_MARKS, PHONE, WAIT_MS, last_answer, open_chat, send, sign_in
+from tests.browser.conftest import (
+    BROWSER_MARKS,
+    PHONE,
+    RECORD_VIOLATIONS,
+    WAIT_MS,
+    last_answer,
+    open_chat,
+    send,
+    sign_in,
+)
 from tests.conftest import Cast
 from tests.factories import make_agent
 from tests.live import LiveStack, wait_until
@@ -111,8 +121,10 @@ def page_problems(page: Page, path: str) -> dict[str, list[str]]:
 def current_problems(page: Page) -> dict[str, list[str]]:
     page.emulate_media(color_scheme="light")
     problems = {"overflow": page.evaluate(OVERFLOW), "broken words": page.evaluate(BROKEN_WORDS)}
+    problems["content security policy"] = page.evaluate("window.__violations")
     if not page.evaluate("typeof axe !== 'undefined'"):
-        page.add_script_tag(path=str(AXE))
+        # Evaluated, not added as a <script>: the page's Content-Security-Policy refuses inline scripts.
+        page.evaluate(AXE.read_text())
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
         problems[f"axe {scheme}"] = page.evaluate(RUN_AXE)
@@ -127,6 +139,7 @@ def check_pages(page: Page, paths: list[str]) -> dict[str, dict[str, list[str]]]
 def phone_page(browser: Browser, stack: LiveStack) -> Page:
     context = browser.new_context(viewport=PHONE, base_url=stack.base_url, reduced_motion="reduce")
     context.set_default_timeout(WAIT_MS)
+    context.add_init_script(RECORD_VIOLATIONS)
     return context.new_page()
 
 

@@ -410,12 +410,23 @@ def test_a_call_is_bounded_by_the_servers_call_timeout(alice_api: APIClient, dem
     assert elapsed < 5
 
 
+ALLOW_HINT = "; an operator can allow the host in MCP_ALLOWED_PRIVATE_HOSTS"
+
+
 @pytest.mark.parametrize(
-    "host",
-    ["127.0.0.1", "[::1]", "169.254.169.254", "10.1.2.3", "192.168.0.10", "[::ffff:127.0.0.1]", "0.0.0.0"],
+    ("host", "reason"),
+    [
+        ("127.0.0.1", "refused: 127.0.0.1 is a loopback address"),
+        ("[::1]", "refused: ::1 is a loopback address"),
+        ("169.254.169.254", "refused: 169.254.169.254 is a link-local address (cloud metadata service)"),
+        ("10.1.2.3", "refused: 10.1.2.3 is a private address"),
+        ("192.168.0.10", "refused: 192.168.0.10 is a private address"),
+        ("[::ffff:127.0.0.1]", "refused: ::ffff:7f00:1 is 127.0.0.1 in IPv6 form, a loopback address"),
+        ("0.0.0.0", "refused: 0.0.0.0 is an unspecified address"),
+    ],
 )
-def test_private_addresses_are_refused_with_one_message_unless_the_operator_allowed_them(
-    alice_api: APIClient, settings: Any, caplog: pytest.LogCaptureFixture, host: str
+def test_an_address_typed_in_is_refused_with_the_policys_reason_unless_the_operator_allowed_it(
+    alice_api: APIClient, settings: Any, caplog: pytest.LogCaptureFixture, host: str, reason: str
 ) -> None:
     settings.MCP_ALLOWED_PRIVATE_HOSTS = []
     body = register(
@@ -427,11 +438,24 @@ def test_private_addresses_are_refused_with_one_message_unless_the_operator_allo
         result = check(alice_api, body["id"]).json()
     call = call_server_tool(server, "add", {"a": 1, "b": 2})
 
-    assert (result["health_status"], result["last_error"]) == ("down", "could not connect to the server")
+    assert (result["health_status"], result["last_error"]) == ("down", reason + ALLOW_HINT)
     assert call == ToolCallResult(
-        text="MCP server internal is unavailable: could not connect to the server", is_error=True
+        text=f"MCP server internal is unavailable: {reason}{ALLOW_HINT}", is_error=True
     )
-    assert f"MCP server internal at http://{host}:8000/mcp: refused: " in caplog.records[0].getMessage()
+    assert f"MCP server internal at http://{host}:8000/mcp: {reason}" in caplog.records[0].getMessage()
+
+
+def test_localhost_is_refused_with_the_policys_reason(alice_api: APIClient, settings: Any) -> None:
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = []
+    body = register(
+        alice_api, name="local", transport="streamable_http", url="http://localhost:8000/mcp"
+    ).json()
+
+    result = check(alice_api, body["id"]).json()
+
+    assert result["health_status"] == "down"
+    assert result["last_error"].startswith("refused: localhost resolves to ")
+    assert result["last_error"].endswith(f", which is a loopback address{ALLOW_HINT}")
 
 
 def test_a_name_that_resolves_to_a_private_address_is_refused_with_the_same_message(
@@ -466,7 +490,10 @@ def test_allowing_one_private_host_does_not_allow_another(
 
     result = check(alice_api, body["id"]).json()
 
-    assert (result["health_status"], result["last_error"]) == ("down", "could not connect to the server")
+    assert (result["health_status"], result["last_error"]) == (
+        "down",
+        f"refused: 127.0.0.1 is a loopback address{ALLOW_HINT}",
+    )
 
 
 def test_a_port_that_is_not_an_mcp_server_reads_like_a_closed_one(

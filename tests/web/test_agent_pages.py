@@ -146,13 +146,22 @@ def test_members_cannot_delete_agents(world: World, client_for: ClientFor) -> No
     assert Agent.objects.filter(pk=world.agent_a.pk).exists()
 
 
-def test_a_new_agent_classifies_messages_unless_its_planning_is_changed(
+def test_a_new_agent_plans_automatically_unless_its_planning_is_changed(
     world: World, client_for: ClientFor
 ) -> None:
     body = client_for(world.cast.alice).get("/agents/new/").content.decode()
 
     assert '<option value="auto" selected>Auto</option>' in body
     assert '<option value="direct">Direct</option>' in body
+
+
+def test_the_planning_help_says_the_first_model_call_decides(world: World, client_for: ClientFor) -> None:
+    planning = field_block(client_for(world.cast.alice).get("/agents/new/").content.decode(), "planning_mode")
+
+    assert (
+        "Auto: the agent&#x27;s own first model call decides whether to answer, use tools or call" in planning
+    )
+    assert "classif" not in planning
 
 
 def field_block(body: str, name: str) -> str:

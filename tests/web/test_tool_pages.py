@@ -307,7 +307,7 @@ def test_the_run_timeline_shows_steps_events_approvals_and_usage(world: World, c
     assert "Tool: <strong>calculator</strong>" in body
     assert "alice@a.test" in body and ">approved</span>" in body
     assert "120 in · 30 out" in body
-    assert 'hx-trigger="every 2s' not in body
+    assert 'hx-trigger="agentry:poll"' not in body
 
 
 def test_an_active_runs_timeline_refreshes_itself(world: World, client_for: ClientFor) -> None:
@@ -319,7 +319,7 @@ def test_an_active_runs_timeline_refreshes_itself(world: World, client_for: Clie
         client_for(world.cast.bob).get(f"/runs/{world.run_a.pk}/", HTTP_HX_REQUEST="true").content.decode()
     )
 
-    assert f'hx-get="/runs/{world.run_a.pk}/" hx-trigger="every 2s' in page
+    assert f'hx-get="/runs/{world.run_a.pk}/" data-poll-seconds="2" hx-trigger="agentry:poll"' in page
     assert fragment.strip().startswith('<div id="run-timeline"')
 
 
@@ -370,3 +370,70 @@ def test_another_tenants_policy_page_is_404_and_changes_nothing(world: World, cl
     assert (page.status_code, posted.status_code) == (404, 404)
     assert not ToolPolicy.objects.filter(agent=world.agent_a).exists()
     assert Agent.objects.get(pk=world.agent_a.pk).approval_required_tools == ["calculator"]
+
+
+MCP_FIELDS = {
+    "name": "local",
+    "transport": "streamable_http",
+    "url": "http://10.255.255.1:9000/mcp",
+    "connect_timeout_seconds": "10",
+    "call_timeout_seconds": "30",
+    "is_enabled": "on",
+}
+
+
+@pytest.mark.parametrize(("is_allowed", "offers_stdio"), [(False, False), (True, True)])
+def test_the_mcp_form_offers_stdio_only_where_the_installation_allows_it(
+    world: World, client_for: ClientFor, settings: Any, is_allowed: bool, offers_stdio: bool
+) -> None:
+    settings.MCP_ALLOW_STDIO = is_allowed
+
+    body = client_for(world.dave).get("/mcp/new/").content.decode()
+
+    assert ('<option value="stdio">' in body) is offers_stdio
+    assert ('name="command"' in body) is offers_stdio
+
+
+def test_a_stdio_server_posted_where_stdio_is_off_is_refused_on_its_field(
+    world: World, client_for: ClientFor, settings: Any
+) -> None:
+    settings.MCP_ALLOW_STDIO = False
+
+    response = client_for(world.dave).post(
+        "/mcp/new/", {**MCP_FIELDS, "transport": "stdio", "url": "", "command": "python3"}
+    )
+
+    assert response.status_code == 400
+    assert "Select a valid choice. stdio is not one of the available choices." in response.content.decode()
+    assert not McpServer.objects.exists()
+
+
+def test_a_stored_stdio_server_keeps_its_transport_on_the_form_where_stdio_is_off(
+    world: World, client_for: ClientFor, settings: Any
+) -> None:
+    settings.MCP_ALLOW_STDIO = False
+    server = McpServer.objects.create(
+        tenant=world.cast.tenant_a, name="local", transport="stdio", command="python3"
+    )
+
+    body = client_for(world.dave).get(f"/mcp/{server.pk}/edit/").content.decode()
+
+    assert '<option value="stdio" selected>' in body
+
+
+def test_a_server_the_network_policy_refuses_shows_the_policys_reason(
+    world: World, client_for: ClientFor, settings: Any
+) -> None:
+    settings.MCP_ALLOWED_PRIVATE_HOSTS = []
+    client = client_for(world.dave)
+
+    response = client.post("/mcp/new/", MCP_FIELDS)
+    detail = client.get(response["Location"]).content.decode()
+
+    reason = (
+        "refused: 10.255.255.1 is a private address; "
+        "an operator can allow the host in MCP_ALLOWED_PRIVATE_HOSTS"
+    )
+    assert McpServer.objects.get(tenant=world.cast.tenant_a, name="local").last_error == reason
+    assert f"saved, but it is down: {reason}" in detail
+    assert f'<span class="prewrap">{reason}</span>' in detail

@@ -6,6 +6,7 @@ from agents.models import (
     DEFAULT_MODEL_NAMES,
     MAX_STEPS_RANGE,
     MAX_TOKENS_RANGE,
+    PLANNING_MODE_HELP,
     TEMPERATURE_RANGES,
     Agent,
     ModelProvider,
@@ -69,9 +70,7 @@ class AgentForm(forms.Form):
     planning_mode = forms.ChoiceField(
         label="Planning",
         choices=PlanningMode.choices,
-        help_text="Auto: each message is classified; complex ones become a plan carried out by "
-        "read-only executors. Direct: every message runs the normal loop (no classifying call). "
-        "Plan: every message is planned.",
+        help_text=PLANNING_MODE_HELP,
     )
     is_active = forms.BooleanField(label="Active (can start new sessions)", required=False)
 

@@ -1,6 +1,7 @@
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from mcp_servers.models import McpServer, McpTransport
 from web.forms.common import join_names, parse_pairs
@@ -50,6 +51,17 @@ class McpServerForm(forms.Form):
     connect_timeout_seconds = forms.FloatField(label="Connect timeout (seconds)", initial=10.0)
     call_timeout_seconds = forms.FloatField(label="Tool call timeout (seconds)", initial=60.0)
     is_enabled = forms.BooleanField(label="Enabled", required=False, initial=True)
+
+    def __init__(self, *args: Any, stored_transport: str = "", **kwargs: Any) -> None:
+        """stdio is offered only where the installation allows it, or to keep a stored stdio server."""
+        super().__init__(*args, **kwargs)
+        self.offers_stdio = bool(settings.MCP_ALLOW_STDIO) or stored_transport == McpTransport.STDIO
+        if not self.offers_stdio:
+            transport = self.fields["transport"]
+            assert isinstance(transport, forms.ChoiceField)
+            transport.choices = [
+                (value, label) for value, label in McpTransport.choices if value != McpTransport.STDIO
+            ]
 
     @classmethod
     def initial_for(cls, server: McpServer) -> dict[str, Any]:

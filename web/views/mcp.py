@@ -33,10 +33,12 @@ def mcp_detail(request: HttpRequest, actor: Actor, server_id: str) -> HttpRespon
 
 
 def _mcp_form_page(request: HttpRequest, actor: Actor, server: McpServer | None) -> HttpResponse:
+    stored_transport = server.transport if server else ""
     if request.method != "POST":
-        form = McpServerForm(initial=McpServerForm.initial_for(server) if server else None)
+        initial = McpServerForm.initial_for(server) if server else None
+        form = McpServerForm(initial=initial, stored_transport=stored_transport)
         return render_page(request, actor, "web/mcp/form.html", {"form": form, "server": server})
-    form = McpServerForm(request.POST)
+    form = McpServerForm(request.POST, stored_transport=stored_transport)
     if form.is_valid():
         try:
             saved, is_check_put_off = mcp_server_save_and_check(
