@@ -13,13 +13,19 @@ from core.outside_waits import on_pooled_thread
 from tenants.models import Role, Tenant
 from tests.factories import make_api_key, make_tenant, make_user
 from tests.fake_model_server import FakeModelServer
-from tests.live import free_port
+from tests.live import UNREACHED_FAILURE_LIMITS, free_port
 from tests.redis_server import REDIS_SERVER, PrivateRedis
 
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def failure_limits_the_suite_never_reaches(settings: Any) -> None:
+    for name, limit in UNREACHED_FAILURE_LIMITS.items():
+        setattr(settings, name, limit)
 
 
 @pytest.fixture(scope="session")

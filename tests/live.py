@@ -39,6 +39,17 @@ def test_database_url() -> str:
     return f"postgres://{credentials}{host}:{port}/{database['NAME']}"
 
 
+# Every test signs in and sends keys from 127.0.0.1, and the throttle's counters outlive a test
+# (the file cache and Redis are shared with other runs), so the suite's own wrong passwords and
+# keys must never add up to a lockout: the test process (tests/conftest.py) and the servers it
+# starts use these limits. tests/test_sign_in_throttle.py sets its own.
+UNREACHED_FAILURE_LIMITS = {
+    "SIGN_IN_FAILURE_LIMIT": 1_000_000,
+    "SIGN_IN_ADDRESS_FAILURE_LIMIT": 1_000_000,
+    "API_KEY_FAILURE_LIMIT": 1_000_000,
+}
+
+
 def child_environment(**overrides: str) -> dict[str, str]:
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
     environment.update(
@@ -51,6 +62,8 @@ def child_environment(**overrides: str) -> dict[str, str]:
             "FILES_ROOT": settings.STORAGES["default"]["OPTIONS"]["location"],
         }
     )
+    # As in the test process (tests/conftest.py): the suite's own wrong keys never lock out.
+    environment.update({name: str(limit) for name, limit in UNREACHED_FAILURE_LIMITS.items()})
     if settings.REDIS_URL:
         environment["REDIS_URL"] = settings.REDIS_URL
     environment.update(overrides)
