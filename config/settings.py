@@ -76,6 +76,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.content_security_policy.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -273,7 +274,6 @@ _THROTTLE_SETTINGS = {
 for _name, _value in _THROTTLE_SETTINGS.items():
     if _value < 1:
         raise ImproperlyConfigured(f"{_name} must be 1 or more, got {_value}")
-# --- end of the sign-in and API key throttle ------------------------------------------------
 
 # --- E-mail (invitations) ----------------------------------------------------------------
 # Without EMAIL_HOST nothing is sent: the inviter copies the link from the page instead.
@@ -568,7 +568,7 @@ LOGGING = {
     },
 }
 
-# --- Browser hardening: Content-Security-Policy, private data folder (issue 50) -------------------
+# --- The data folder's modes and the Content-Security-Policy ---------------------------------
 # DATA_DIR's own mode waits until here, where the sandbox's folders are known: a worker running
 # as root runs code_run as another uid, which must pass through DATA_DIR when they lie inside
 # it (0711: it may pass, not list). Everything Agentry writes in it is the owner's alone.
@@ -601,7 +601,3 @@ CONTENT_SECURITY_POLICY = {
     "form-action": ["'self'"],
     "object-src": ["'none'"],
 }
-MIDDLEWARE.insert(
-    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-    "core.content_security_policy.ContentSecurityPolicyMiddleware",
-)
