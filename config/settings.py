@@ -541,6 +541,9 @@ FILES_INLINE_CHARACTERS = env_int("FILES_INLINE_CHARACTERS", 20_000)
 
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# collectstatic fills it in production; until then WhiteNoise serves the finders' files, and
+# warns on every start about a folder that does not exist.
+STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

@@ -62,7 +62,9 @@ def session_as_json(session: Session) -> str:
 def session_as_markdown(session: Session) -> str:
     """The answers are Markdown already; titles, names and what people typed are text, escaped."""
     agent_name = markdown_escape(session.agent.name)
-    lines = [f"# {markdown_escape(session.title or 'Conversation')}", "", f"With {agent_name}.", ""]
+    # A heading is one line: a title taken from a message of several lines is joined into one.
+    title = " ".join((session.title or "Conversation").split())
+    lines = [f"# {markdown_escape(title)}", "", f"With {agent_name}.", ""]
     for message in exported_messages(session):
         is_user = message["role"] == MessageRole.USER
         text = message["text"].strip()

@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from files.models import Chunk, Citation, StoredFile
-from sessions.models import Message, Run
+from sessions.models import Message, Run, Session
 from sessions.tasks import execute_run
 from tests.conftest import Cast
 from tests.factories import make_agent
@@ -101,3 +101,18 @@ def test_markdown_escapes_the_title_the_agents_name_and_what_people_typed_but_no
         "## You\n\n1\\. What is 6\\*7?\n2\\. What time is it?\n\n"
         "## R\\&D \\*bot\\*\n\n6*7 = **42**.\n"
     )
+
+
+def test_a_title_of_several_lines_is_one_heading_in_markdown(
+    cast: Cast, alice_api: APIClient, fake_model: FakeModelServer
+) -> None:
+    agent = make_agent(tenant=cast.tenant_a, name="Helper", model_provider="anthropic", model_name="m")
+    fake_model.script(Turn(text="Done."))
+    session_id = start_session(alice_api, agent.pk)
+    run_id = post(alice_api, session_id, "1. What is 6*7?\n2. What time is it?").json()["run"]["id"]
+    execute_run(run_id)
+    Session.objects.filter(pk=session_id).update(title="1. What is 6*7?\n2. What time is it?")
+
+    markdown = alice_api.get(f"/api/v1/sessions/{session_id}/export/").content.decode()
+
+    assert markdown.splitlines()[:3] == ["# 1\\. What is 6\\*7? 2. What time is it?", "", "With Helper."]
