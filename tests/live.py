@@ -41,13 +41,16 @@ def test_database_url() -> str:
 
 # Every test signs in and sends keys from 127.0.0.1, and the throttle's counters outlive a test
 # (the file cache and Redis are shared with other runs), so the suite's own wrong passwords and
-# keys must never add up to a lockout: the test process (tests/conftest.py) and the servers it
-# starts use these limits. tests/test_sign_in_throttle.py sets its own.
+# keys must never add up to a lockout: the test process (tests/conftest.py) uses these limits,
+# and tests/test_sign_in_throttle.py sets its own.
 UNREACHED_FAILURE_LIMITS = {
     "SIGN_IN_FAILURE_LIMIT": 1_000_000,
     "SIGN_IN_ADDRESS_FAILURE_LIMIT": 1_000_000,
     "API_KEY_FAILURE_LIMIT": 1_000_000,
 }
+# The servers the tests start never lock out a key either, and lock out an account at this many
+# wrong passwords from one address (tests/browser/test_joining_and_signing_in.py shows it).
+LIVE_SIGN_IN_FAILURE_LIMIT = 10
 
 
 def child_environment(**overrides: str) -> dict[str, str]:
@@ -62,8 +65,8 @@ def child_environment(**overrides: str) -> dict[str, str]:
             "FILES_ROOT": settings.STORAGES["default"]["OPTIONS"]["location"],
         }
     )
-    # As in the test process (tests/conftest.py): the suite's own wrong keys never lock out.
-    environment.update({name: str(limit) for name, limit in UNREACHED_FAILURE_LIMITS.items()})
+    environment["API_KEY_FAILURE_LIMIT"] = str(UNREACHED_FAILURE_LIMITS["API_KEY_FAILURE_LIMIT"])
+    environment["SIGN_IN_FAILURE_LIMIT"] = str(LIVE_SIGN_IN_FAILURE_LIMIT)
     if settings.REDIS_URL:
         environment["REDIS_URL"] = settings.REDIS_URL
     environment.update(overrides)

@@ -390,17 +390,17 @@ def test_session_list_uses_a_constant_number_of_queries(cast: Cast, bob_api: API
 @pytest.mark.parametrize(
     ("content", "expected_by_vendor"),
     [
-        # a run reads its model's price (1 statement); branches (sessions.branches): a post reads
+        # the offline model is free, so no price is read; branches (sessions.branches): a post reads
         # the conversation's tree once, for the end of the branch shown and its message's siblings
         # (2: its messages, its runs' start times), a run its branch's path (1). A claim reads its
         # run with its stored steps and locks its session in one statement (1), and moves it
         # queued → planning → executing in one (1). A post's API key is read with its creator's
         # role in one statement (1). A run's end reads it again with whether it has children (1),
         # and commits with its last answer (sessions.recorder: DjangoRunRecorder.loop_ends).
-        ("hello there", {"postgresql": (14, 32), "sqlite": (15, 32)}),
+        ("hello there", {"postgresql": (14, 31), "sqlite": (15, 31)}),
         # model call → calculator → model call; the calculator is read-only and quick, so on
         # PostgreSQL its start is stored with its end (sessions.recorder: held steps)
-        ("What is 12*7?", {"postgresql": (14, 58), "sqlite": (15, 58)}),
+        ("What is 12*7?", {"postgresql": (14, 57), "sqlite": (15, 57)}),
     ],
     ids=["plain", "one tool call"],
 )

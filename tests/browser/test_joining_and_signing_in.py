@@ -10,14 +10,13 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from django.conf import settings
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tenants.models import Invitation, Membership
 from tenants.sign_in_throttle import sign_in_failures_clear
 from tests.browser.conftest import BROWSER_MARKS, DESKTOP, WAIT_MS, sign_in
 from tests.conftest import Cast
-from tests.live import LiveStack
+from tests.live import LIVE_SIGN_IN_FAILURE_LIMIT, LiveStack
 
 pytestmark = BROWSER_MARKS
 
@@ -109,7 +108,7 @@ def test_wrong_passwords_past_the_limit_show_the_lockout_and_refuse_the_right_on
     page: Page, cast: Cast, failures_forgotten: None
 ) -> None:
     page.goto("/login/")
-    for attempt in range(settings.SIGN_IN_FAILURE_LIMIT):
+    for attempt in range(LIVE_SIGN_IN_FAILURE_LIMIT):
         page.get_by_label("Email").fill("alice@a.test")
         page.get_by_label("Password").fill(f"guess-{attempt}")
         page.get_by_role("button", name="Sign in").click()
